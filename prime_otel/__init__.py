@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from . import metrics, projection
+from ._init import init
+from ._report import DeliveryReport, SinkReport
+from ._run import Run
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, RunKind, RunStatus, TrainingSpec
 from .errors import (
     APIError,
@@ -19,11 +23,17 @@ from .errors import (
 
 __version__ = "0.1.0"
 
+MODE_ENV = "PRIME_RUNS_MODE"
+TRACES_OPT_OUT_ENV = "PRIME_TRACES_OPT_OUT"
+
 __all__ = [
     "CONFIG_SOURCE_KEY",
+    "MODE_ENV",
+    "TRACES_OPT_OUT_ENV",
     "APIError",
     "ConfigSource",
     "ConfigurationError",
+    "DeliveryReport",
     "EnvironmentRef",
     "EnvironmentResolutionError",
     "ForbiddenError",
@@ -31,10 +41,15 @@ __all__ = [
     "PaymentRequiredError",
     "PrimeRunsError",
     "RetryableAPIError",
+    "Run",
     "RunFinishedError",
     "RunKind",
     "RunStatus",
+    "SinkReport",
     "TrainingSpec",
     "TransportError",
     "UnauthorizedError",
+    "init",
+    "metrics",
+    "projection",
 ]

@@ -1,0 +1,38 @@
+"""``make demo``: start the local Prime platform, run the eval example through prime-otel, show the result."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from prime_otel.testing import start_local_platform
+
+HERE = Path(__file__).parent
+
+
+def main() -> int:
+    data_dir = Path(os.environ.get("PRIME_OTEL_DEMO_DATA", HERE.parent / ".prime-otel" / "demo"))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    platform = start_local_platform(data_dir)
+    try:
+        env = {**os.environ, **platform.env}
+        with tempfile.TemporaryDirectory() as home:
+            env["HOME"] = home  # the demo must not pick up a real ~/.prime/config.json
+            result = subprocess.run([sys.executable, str(HERE / "eval.py")], env=env, check=False)
+        print(f"\nLocal platform viewer: {platform.url}/  (the key is in {data_dir / 'api-key'})")
+        if sys.stdin.isatty():
+            print("Serving until Ctrl-C ...")
+            try:
+                platform.wait()
+            except KeyboardInterrupt:
+                pass
+        return result.returncode
+    finally:
+        platform.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""Run lifecycle on the platform: register or attach, send config and summary, close with a status."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ._types import EnvironmentRef, RunStatus, TrainingSpec
+from .client import EvaluationsAPI, TrainingRunsAPI, eval_dashboard_url, training_dashboard_url
+from .errors import ConfigurationError, NotFoundError
+
+_logger = logging.getLogger(__name__)
+
+MAX_ERROR_MESSAGE_CHARS = 4096
+
+
+@dataclass
+class RunSpec:
+    kind: str
+    name: str | None
+    environments: list[EnvironmentRef]
+    model: str | None
+    framework: str | None
+    description: str | None
+    tags: list[str]
+    config: dict[str, Any]
+    team_id: str | None
+    training: TrainingSpec | None = None
+    frontend_url: str = "https://app.primeintellect.ai"
+
+
+@dataclass
+class OpenedRun:
+    id: str
+    name: str | None
+    url: str | None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class RunBackend(Protocol):
+    def create(self, spec: RunSpec) -> OpenedRun: ...
+    def attach(self, run_id: str, spec: RunSpec) -> OpenedRun: ...
+    def update(self, run_id: str, *, config: dict[str, Any] | None, summary: dict[str, Any] | None) -> None: ...
+    def finalize(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        summary: dict[str, Any] | None,
+        error: str | None,
+        config: dict[str, Any] | None,
+    ) -> None: ...
+
+
+def default_eval_name(spec: RunSpec) -> str:
+    first = spec.environments[0].display_name if spec.environments else None
+    return f"{first or spec.framework or 'eval'}-{secrets.token_hex(4)}"
+
+
+class EvalBackend:
+    """Evaluations (E1 to E7). A status write answering 404 (an older deployment) latches once and falls back
+    to recording the status under ``metadata.prime_runs``, merged into the whole config document."""
+
+    def __init__(self, api: EvaluationsAPI) -> None:
+        self._api = api
+        self._status_endpoint_missing = False
+
+    def create(self, spec: RunSpec) -> OpenedRun:
+        if not spec.environments:
+            raise ConfigurationError("an eval run needs at least one environment (environments=[...])")
+        environments = self._api.resolve_environments(spec.environments, spec.team_id)
+        name = spec.name or default_eval_name(spec)
+        body = self._api.build_create_body(
+            name=name,
+            environments=environments,
+            tags=spec.tags,
+            model=spec.model,
+            dataset=spec.environments[0].display_name,
+            framework=spec.framework,
+            description=spec.description,
+            metadata=spec.config or None,
+            team_id=spec.team_id,
+        )
+        created = self._api.create(body)
+        run_id = str(created["evaluation_id"])
+        url = created.get("viewer_url") or eval_dashboard_url(spec.frontend_url, run_id)
+        return OpenedRun(id=run_id, name=created.get("name") or name, url=url)
+
+    def attach(self, run_id: str, spec: RunSpec) -> OpenedRun:
+        return OpenedRun(id=run_id, name=None, url=eval_dashboard_url(spec.frontend_url, run_id))
+
+    def update(self, run_id: str, *, config: dict[str, Any] | None, summary: dict[str, Any] | None) -> None:
+        self._api.update(run_id, metadata=config, metrics=summary)
+
+    def finalize(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        summary: dict[str, Any] | None,
+        error: str | None,
+        config: dict[str, Any] | None,
+    ) -> None:
+        if status is RunStatus.COMPLETED:
+            self._api.finalize(run_id, summary or {})
+            return
+        message = _error_message(status, error)
+        if not self._status_endpoint_missing:
+            try:
+                if not self._api.set_status(run_id, status, error):
+                    _logger.info("Run %s was already closed on the platform; left as it is", run_id)
+                return
+            except NotFoundError:
+                self._status_endpoint_missing = True
+        _logger.warning(
+            "Run %s: this platform cannot mark an evaluation %s; the status is recorded under metadata.prime_runs "
+            "and the run will keep showing as running",
+            run_id,
+            status.value,
+        )
+        document = dict(config or {})
+        block = dict(document.get("prime_runs") or {}) if isinstance(document.get("prime_runs"), Mapping) else {}
+        block.update({"status": status.value, "error": message})
+        document["prime_runs"] = block
+        self._api.update(run_id, metadata=document, metrics=None)
+
+
+class TrainingBackend:
+    """External training runs (T1 to T3): completed through the compare-and-set finalize, the rest as ``failed``."""
+
+    def __init__(self, api: TrainingRunsAPI) -> None:
+        self._api = api
+
+    def create(self, spec: RunSpec) -> OpenedRun:
+        if not spec.model:
+            raise ConfigurationError("a training run needs model=... (the base model)")
+        if not spec.team_id:
+            raise ConfigurationError("a training run needs a team: pass team_id=... or set PRIME_TEAM_ID")
+        body = self._api.build_create_body(
+            base_model=spec.model,
+            environments=spec.environments,
+            team_id=spec.team_id,
+            training=spec.training,
+            name=spec.name,
+            run_config=spec.config or None,
+        )
+        run = self._api.create(body)
+        run_id = str(run["id"])
+        return OpenedRun(
+            id=run_id, name=run.get("name") or spec.name, url=training_dashboard_url(spec.frontend_url, run_id)
+        )
+
+    def attach(self, run_id: str, spec: RunSpec) -> OpenedRun:
+        return OpenedRun(id=run_id, name=None, url=training_dashboard_url(spec.frontend_url, run_id))
+
+    def update(self, run_id: str, *, config: dict[str, Any] | None, summary: dict[str, Any] | None) -> None:
+        """Training runs have no update endpoint: config travels at creation only."""
+
+    def finalize(
+        self,
+        run_id: str,
+        status: RunStatus,
+        *,
+        summary: dict[str, Any] | None,
+        error: str | None,
+        config: dict[str, Any] | None,
+    ) -> None:
+        if status is RunStatus.COMPLETED:
+            try:
+                self._api.finalize(run_id)
+                return
+            except Exception as exc:
+                _logger.info(
+                    "Run %s: /rft/finalize failed (%s); marking it completed through the status write", run_id, exc
+                )
+            if not self._api.set_status(run_id, RunStatus.COMPLETED, None):
+                _logger.info("Run %s was already closed on the platform; left as it is", run_id)
+            return
+        if not self._api.set_status(run_id, status, error):
+            _logger.info("Run %s was already closed on the platform; left as it is", run_id)
+
+
+def _error_message(status: RunStatus, error: str | None) -> str | None:
+    message = error or None
+    if status is RunStatus.CRASHED:
+        message = f"crashed: {message or 'process exited without finishing the run'}"
+    return message[:MAX_ERROR_MESSAGE_CHARS] if message else None

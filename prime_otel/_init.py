@@ -1,0 +1,294 @@
+"""``init()``: resolve settings, register or join the run, and assemble its providers and sinks."""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+
+from ._backends import EvalBackend, RunBackend, RunSpec, TrainingBackend
+from ._config import Settings, resolve_mode, resolve_settings, resolve_traces_opt_out
+from ._containment import ErrorNotes, OnError
+from ._offline import OfflineRunWriter, offline_run_id
+from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run, RunParts
+from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, SinkPolicy, TrainingSpec
+from .client import EvaluationsAPI, PlatformHTTP, TrainingRunsAPI
+from .errors import ConfigurationError
+from .exporters._base import RecordExporter
+from .exporters.eval_samples import EvalSamplesExporter
+from .exporters.traces import PrimeTracesExporter
+from .processors import TRAINING_PAUSE_SECONDS, RecordProcessor, SinkSlot
+from .resources import RunAdvertisement, RunIdentity, detect_rank, inherited_run, run_resource
+
+_logger = logging.getLogger("prime_otel")
+
+_KINDS = ("eval", "train")
+_SINK_POLICIES = ("dual", "traces", "legacy")
+
+
+def init(
+    *,
+    name: str | None = None,
+    environments: Iterable[EnvironmentRef | str | Mapping[str, Any]] | None = None,
+    model: str | None = None,
+    framework: str | None = None,
+    description: str | None = None,
+    tags: Iterable[str] | None = None,
+    config: Any = None,
+    mode: str | None = None,
+    team_id: str | None = None,
+    api_key: str | None = None,
+    base_url: str | None = None,
+    on_error: OnError = "warn",
+    finish_timeout: float | None = None,
+    kind: str = "eval",
+    id: str | None = None,
+    training: TrainingSpec | None = None,
+    traces_opt_out: bool | None = None,
+    sinks: SinkPolicy = "dual",
+) -> Run:
+    """Open a run on the Prime platform (or join the one this process inherited) and return its handle.
+
+    ``sinks``: ``"dual"`` writes every record to Prime Traces and to the legacy sample table;
+    ``"traces"`` writes to Prime Traces and falls back to the legacy table when the account is outside
+    the Prime Traces beta; ``"legacy"`` writes to the legacy table only.
+    """
+    settings = resolve_settings(api_key=api_key, team_id=team_id, base_url=base_url)
+    if kind not in _KINDS:
+        raise ConfigurationError(f"kind must be 'eval' or 'train', got {kind!r}")
+    if training is not None and kind != "train":
+        raise ConfigurationError("training=... describes a training run; pass kind='train' with it")
+    if on_error not in ("warn", "raise"):
+        raise ConfigurationError(f"on_error must be 'warn' or 'raise', got {on_error!r}")
+    if sinks not in _SINK_POLICIES:
+        raise ConfigurationError(f"sinks must be one of {_SINK_POLICIES}, got {sinks!r}")
+    spec = RunSpec(
+        kind=kind,
+        name=name,
+        environments=[EnvironmentRef.coerce(env) for env in environments or []],
+        model=model,
+        framework=framework,
+        description=description,
+        tags=list(tags or []),
+        config=normalize_config(config),
+        team_id=settings.team_id,
+        training=training,
+        frontend_url=settings.frontend_url,
+    )
+    resolved_mode = resolve_mode(mode, settings)
+    opted_out = (
+        resolve_traces_opt_out(traces_opt_out, file=settings.file_values) if resolved_mode != "disabled" else False
+    )
+    budget = DEFAULT_FINISH_TIMEOUT_SECONDS if finish_timeout is None else max(0.0, finish_timeout)
+    rank, world_size = detect_rank()
+    joined = inherited_run() if id is None else None
+    if joined is not None and joined.kind and joined.kind != kind:
+        raise ConfigurationError(
+            f"this process inherited {joined.kind} run {joined.id} but init() asked for kind={kind!r}"
+        )
+    if resolved_mode != "disabled" and rank > 0 and id is None and joined is None:
+        _logger.warning("rank %d has no run to join (no id= and no PRIME_RUN_ID); this rank logs nothing", rank)
+        resolved_mode = "disabled"
+
+    if resolved_mode == "disabled":
+        return _disabled_run(spec, id, on_error)
+    if resolved_mode == "offline":
+        return _offline_run(spec, settings, id or (joined.id if joined else None), joined is None, on_error, budget)
+    return _online_run(
+        spec,
+        settings,
+        id=id,
+        joined_id=joined.id if joined else None,
+        opted_out=opted_out,
+        sinks=sinks,
+        on_error=on_error,
+        budget=budget,
+        rank=rank,
+        world_size=world_size,
+    )
+
+
+def normalize_config(config: Any) -> dict[str, Any]:
+    """``config=``: a path (always a path, never inline text), a ``ConfigSource``, or a mapping stored as given."""
+    if config is None:
+        return {}
+    if isinstance(config, ConfigSource):
+        return {CONFIG_SOURCE_KEY: config.to_dict()}
+    if isinstance(config, (str, os.PathLike)):
+        return {CONFIG_SOURCE_KEY: ConfigSource.from_file(config).to_dict()}
+    if isinstance(config, Mapping):
+        normalized = dict(config)
+        if isinstance(normalized.get(CONFIG_SOURCE_KEY), ConfigSource):
+            normalized[CONFIG_SOURCE_KEY] = normalized[CONFIG_SOURCE_KEY].to_dict()
+        return normalized
+    raise TypeError(f"config must be a path, a ConfigSource or a mapping, got {type(config).__name__}")
+
+
+def _disabled_run(spec: RunSpec, run_id: str | None, on_error: OnError) -> Run:
+    identity = RunIdentity(id=run_id or f"disabled-{secrets.token_hex(8)}", kind=spec.kind, name=spec.name)
+    return Run(
+        RunParts(
+            identity=identity,
+            mode="disabled",
+            url=None,
+            attached=False,
+            owns_lifecycle=False,
+            config=spec.config,
+            notes=ErrorNotes(identity.id, on_error),
+        )
+    )
+
+
+def _offline_run(
+    spec: RunSpec, settings: Settings, run_id: str | None, owner: bool, on_error: OnError, budget: float
+) -> Run:
+    identity = RunIdentity(id=run_id or offline_run_id(), kind=spec.kind, name=spec.name)
+    writer = OfflineRunWriter(Path(settings.runs_dir) / identity.id, identity.id, spec.kind)
+    if owner:
+        writer.write_run_document(
+            {
+                "id": identity.id,
+                "kind": spec.kind,
+                "name": spec.name,
+                "status": "running",
+                "model": spec.model,
+                "framework": spec.framework,
+                "description": spec.description,
+                "tags": spec.tags,
+                "environments": [_environment_document(env) for env in spec.environments],
+                "team_id": spec.team_id,
+                "config": spec.config,
+                "training": vars(spec.training) if spec.training else None,
+            }
+        )
+    advertisement = RunAdvertisement(identity.id, spec.kind) if owner else None
+    if advertisement is not None:
+        advertisement.publish()
+    _logger.info("Run %s (offline): %s", identity.id, writer.folder)
+    return Run(
+        RunParts(
+            identity=identity,
+            mode="offline",
+            url=None,
+            attached=False,
+            owns_lifecycle=owner,
+            config=spec.config,
+            notes=ErrorNotes(identity.id, on_error),
+            finish_timeout=budget,
+            offline=writer,
+            advertisement=advertisement,
+        )
+    )
+
+
+def _environment_document(ref: EnvironmentRef) -> dict[str, str]:
+    return {key: value for key, value in vars(ref).items() if value}
+
+
+def _online_run(
+    spec: RunSpec,
+    settings: Settings,
+    *,
+    id: str | None,
+    joined_id: str | None,
+    opted_out: bool,
+    sinks: SinkPolicy,
+    on_error: OnError,
+    budget: float,
+    rank: int,
+    world_size: int,
+) -> Run:
+    if not settings.api_key:
+        raise ConfigurationError("online mode needs an API key: pass api_key=... or set PRIME_API_KEY")
+    http = PlatformHTTP(api_key=settings.api_key, base_url=settings.base_url)
+    backend: RunBackend
+    if spec.kind == "eval":
+        evaluations = EvaluationsAPI(http)
+        backend = EvalBackend(evaluations)
+    else:
+        backend = TrainingBackend(TrainingRunsAPI(http))
+    try:
+        if id is not None:
+            opened = backend.attach(id, spec)
+        elif joined_id is not None:
+            opened = backend.attach(joined_id, spec)
+        else:
+            opened = backend.create(spec)
+    except BaseException:
+        http.close()
+        raise
+    owner = joined_id is None
+    identity = RunIdentity(
+        id=opened.id, kind=spec.kind, name=opened.name or spec.name, rank=rank, world_size=world_size
+    )
+    notes = ErrorNotes(identity.id, on_error)
+    context = {"source": "prime-otel", "run_type": spec.kind}
+    if spec.framework:
+        context["framework"] = spec.framework
+    if spec.model:
+        context["model"] = spec.model
+
+    exporters = _sink_exporters(spec, settings, identity, context, http, opted_out, sinks)
+    pause = TRAINING_PAUSE_SECONDS if spec.kind == "train" else None
+    slots = [SinkSlot(exporter, pause_seconds=pause, on_failure=notes.note_sink_failure) for exporter in exporters]
+    resource = run_resource(identity)
+    processor = RecordProcessor(slots, resource)
+    provider = TracerProvider(resource=resource, shutdown_on_exit=False)
+    provider.add_span_processor(processor)
+
+    advertisement = RunAdvertisement(identity.id, spec.kind) if owner else None
+    if advertisement is not None:
+        advertisement.publish()
+    _logger.info("Run %s: %s", identity.id, opened.url)
+    return Run(
+        RunParts(
+            identity=identity,
+            mode="online",
+            url=opened.url,
+            attached=id is not None or not owner,
+            owns_lifecycle=owner,
+            config=spec.config,
+            notes=notes,
+            finish_timeout=budget,
+            backend=backend,
+            processor=processor,
+            tracer_provider=provider,
+            advertisement=advertisement,
+            closers=[http.close],
+        )
+    )
+
+
+def _sink_exporters(
+    spec: RunSpec,
+    settings: Settings,
+    identity: RunIdentity,
+    context: dict[str, str],
+    http: PlatformHTTP,
+    opted_out: bool,
+    sinks: SinkPolicy,
+) -> list[RecordExporter]:
+    traces = PrimeTracesExporter.for_run(
+        run_id=identity.id,
+        run_kind=spec.kind,
+        context=context,
+        api_key=settings.api_key,
+        traces_url=settings.traces_url,
+        team_id=settings.team_id,
+    )
+    if opted_out:
+        traces.opt_out()
+    if spec.kind != "eval":
+        return [traces]
+    evaluations = EvaluationsAPI(http)
+    if sinks == "legacy":
+        return [EvalSamplesExporter(evaluations, identity.id)]
+    if sinks == "traces":
+        fallback = EvalSamplesExporter(evaluations, identity.id, write_only_when=lambda: traces.service_not_enabled)
+        return [traces, fallback]
+    return [traces, EvalSamplesExporter(evaluations, identity.id)]

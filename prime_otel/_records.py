@@ -1,0 +1,120 @@
+"""Record helpers shared by every sink: recognising and converting records, stamping the uploaded
+copy with the platform run (run-behaviour §11), and the two non-finite policies of §5.1 and §12."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+# One encoder per style: json.dumps builds a fresh encoder on every call with non-default options.
+_COMPACT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def is_episode(record: Any) -> bool:
+    """A mapping with a ``traces`` key, or an object with a ``traces`` attribute."""
+    if isinstance(record, Mapping):
+        return "traces" in record
+    return hasattr(record, "traces")
+
+
+def to_mapping(record: Any) -> Mapping[str, Any]:
+    """The record's JSON mapping: a Mapping as is, else the result of its ``to_record()``."""
+    if isinstance(record, Mapping):
+        return record
+    to_record = getattr(record, "to_record", None)
+    if not callable(to_record):
+        raise TypeError(f"{type(record).__name__} is not a mapping and has no to_record()")
+    value = to_record()
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{type(record).__name__}.to_record() returned {type(value).__name__}, not a mapping")
+    return value
+
+
+def stamp_run(record: Mapping[str, Any], run_id: str, kind: str) -> dict[str, Any]:
+    """The copy of ``record`` uploaded to Prime Traces: ``run.id``/``run.type`` set to the platform run on the
+    envelope and on every mapping member trace (a member without its own block inherits the envelope's).
+    Shallow: only the envelope, the member list, the members and the run blocks are new objects."""
+    stamped = dict(record)
+    envelope_run = _rekey(stamped.get("run"), run_id, kind)
+    stamped["run"] = envelope_run
+    members = stamped.get("traces")
+    if isinstance(members, list):
+        stamped["traces"] = [
+            {**member, "run": _rekey(member.get("run") or envelope_run, run_id, kind)}
+            if isinstance(member, Mapping)
+            else member
+            for member in members
+        ]
+    return stamped
+
+
+def _rekey(run: Any, run_id: str, kind: str) -> dict[str, Any]:
+    keyed = dict(run) if isinstance(run, Mapping) else {}
+    keyed["id"] = run_id
+    keyed["type"] = kind
+    return keyed
+
+
+def nullify(value: Any) -> Any:
+    """``value`` with every NaN/±inf float (subclasses included) replaced by None and tuples turned into lists.
+    Containers that hold nothing to replace are returned as they are (the same object)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        changed: dict[Any, Any] | None = None
+        for key, item in value.items():
+            new = nullify(item)
+            if new is not item:
+                if changed is None:
+                    changed = dict(value)
+                changed[key] = new
+        return value if changed is None else changed
+    if isinstance(value, list):
+        items: list[Any] | None = None
+        for index, item in enumerate(value):
+            new = nullify(item)
+            if new is not item:
+                if items is None:
+                    items = list(value)
+                items[index] = new
+        return value if items is None else items
+    if isinstance(value, tuple):
+        return [nullify(item) for item in value]
+    return value
+
+
+_DROP: Any = object()
+
+
+def clean(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a metrics row or summary fit for strict JSON (run-behaviour §5.1): non-finite floats are
+    dropped, a key whose value is or becomes an empty mapping is dropped, lists and tuples become lists without
+    the dropped items. Only identity and type checks are used: an array-like must never be compared."""
+    return _clean_mapping(values)
+
+
+def _clean_mapping(values: Mapping[Any, Any]) -> dict[Any, Any]:
+    cleaned: dict[Any, Any] = {}
+    for key, item in values.items():
+        kept = _clean(item)
+        if kept is _DROP or (isinstance(item, Mapping) and not kept):
+            continue
+        cleaned[key] = kept
+    return cleaned
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else _DROP
+    if isinstance(value, Mapping):
+        return _clean_mapping(value)
+    if isinstance(value, (list, tuple)):
+        return [kept for kept in map(_clean, value) if kept is not _DROP]
+    return value
+
+
+def compact_json(obj: Any) -> bytes:
+    """Compact UTF-8 JSON (``,``/``:`` separators, non-ASCII kept); NaN/Infinity raise ``ValueError``."""
+    return _COMPACT.encode(obj).encode("utf-8")

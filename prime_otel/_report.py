@@ -1,0 +1,52 @@
+"""The delivery report: per sink, what reached the platform and what did not."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SinkReport:
+    sink: str
+    delivered: int
+    failed: int
+    dropped: int
+    skipped: int
+    requests: int
+    bytes: int
+    state: str
+
+    def line(self) -> str:
+        return (
+            f"{self.sink:<13} delivered {self.delivered:>7}  failed {self.failed:>5}  dropped {self.dropped:>5}  "
+            f"requests {self.requests:>5}  bytes {_human_bytes(self.bytes):>9}  ({self.state})"
+        )
+
+
+@dataclass(frozen=True)
+class DeliveryReport:
+    run_id: str
+    url: str | None
+    status: str
+    sinks: tuple[SinkReport, ...]
+
+    @property
+    def complete(self) -> bool:
+        return all(s.failed == 0 and s.dropped == 0 for s in self.sinks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "url": self.url, "status": self.status, "sinks": [asdict(s) for s in self.sinks]}
+
+    def render(self) -> str:
+        head = f"Run {self.run_id} {self.status}" + (f": {self.url}" if self.url else "")
+        return "\n".join([head, *("  " + s.line() for s in self.sinks)])
+
+
+def _human_bytes(count: int) -> str:
+    size = float(count)
+    for unit in ("B", "kB", "MB", "GB"):
+        if size < 1000 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{count} B"

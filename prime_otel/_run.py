@@ -1,0 +1,429 @@
+"""The ``Run`` handle: logging calls on the producer's thread, and one teardown that closes the run once."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import Tracer
+
+from ._backends import RunBackend
+from ._containment import ErrorNotes, describe
+from ._exit_paths import SIGNAL_FINISH_TIMEOUT_SECONDS, AtexitHook, SignalChain
+from ._fork import register_for_fork_reset
+from ._offline import OfflineRunWriter
+from ._records import clean
+from ._report import DeliveryReport, SinkReport
+from ._types import CONFIG_SOURCE_KEY, ConfigSource, RunStatus
+from .errors import RunFinishedError
+from .exporters.traces import PrimeTracesExporter
+from .processors import RecordProcessor
+from .resources import RunAdvertisement, RunIdentity
+
+_logger = logging.getLogger("prime_otel")
+
+DEFAULT_FINISH_TIMEOUT_SECONDS = 300.0
+CRASH_MESSAGE = "process exited without finishing the run"
+
+
+@dataclass
+class RunParts:
+    """Everything ``init()`` assembled for one run."""
+
+    identity: RunIdentity
+    mode: str
+    url: str | None
+    attached: bool
+    owns_lifecycle: bool
+    config: dict[str, Any]
+    notes: ErrorNotes
+    finish_timeout: float = DEFAULT_FINISH_TIMEOUT_SECONDS
+    backend: RunBackend | None = None
+    processor: RecordProcessor | None = None
+    tracer_provider: TracerProvider | None = None
+    offline: OfflineRunWriter | None = None
+    advertisement: RunAdvertisement | None = None
+    closers: list[Callable[[], None]] = field(default_factory=list)
+    print_report: bool = True
+
+
+def coerce_status(status: RunStatus | str) -> RunStatus:
+    try:
+        coerced = RunStatus(status)
+    except ValueError:
+        raise ValueError(f"unknown run status {status!r}; use one of {[s.value for s in RunStatus]}") from None
+    if coerced is RunStatus.RUNNING:
+        raise ValueError("finish() requires a terminal status, got 'running'")
+    return coerced
+
+
+class Run:
+    """One run on the Prime platform. Create it with ``prime_otel.init()``."""
+
+    def __init__(self, parts: RunParts) -> None:
+        self._parts = parts
+        self.config: dict[str, Any] = dict(parts.config)
+        self.summary: dict[str, Any] = {}
+        self.status = RunStatus.RUNNING
+        self._finishing = False
+        self._finished = False
+        self._owns_lifecycle = parts.owns_lifecycle
+        self._state_lock = threading.Lock()
+        self._finish_lock = threading.RLock()
+        self._report: DeliveryReport | None = None
+        self._atexit: AtexitHook | None = None
+        self._signals: SignalChain | None = None
+        if parts.mode != "disabled":
+            self._atexit = AtexitHook(self._on_exit)
+            if parts.owns_lifecycle:
+                self._signals = SignalChain(self._on_signal)
+                self._signals.install()
+        register_for_fork_reset(self)
+
+    # -- identity --------------------------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        return self._parts.identity.id
+
+    @property
+    def name(self) -> str | None:
+        return self._parts.identity.name
+
+    @property
+    def kind(self) -> str:
+        return self._parts.identity.kind
+
+    @property
+    def mode(self) -> str:
+        return self._parts.mode
+
+    @property
+    def url(self) -> str | None:
+        return self._parts.url
+
+    @property
+    def attached(self) -> bool:
+        return self._parts.attached
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    @property
+    def folder(self) -> str | None:
+        """The run's folder in offline mode."""
+        return str(self._parts.offline.folder) if self._parts.offline else None
+
+    @property
+    def config_source(self) -> ConfigSource | None:
+        source = self.config.get(CONFIG_SOURCE_KEY)
+        return ConfigSource.from_mapping(source) if isinstance(source, Mapping) else None
+
+    @property
+    def tracer_provider(self) -> TracerProvider | None:
+        """The run's private provider: spans named ``episode``/``trace`` created with it become platform records."""
+        return self._parts.tracer_provider
+
+    def tracer(self, name: str = "prime_otel.producer") -> Tracer | None:
+        provider = self._parts.tracer_provider
+        return provider.get_tracer(name) if provider is not None else None
+
+    @property
+    def errors(self) -> list[str]:
+        return self._parts.notes.errors
+
+    @property
+    def dropped_records(self) -> int:
+        processor = self._parts.processor
+        return processor.dropped_records if processor is not None else 0
+
+    @property
+    def failed_records(self) -> dict[str, int]:
+        processor = self._parts.processor
+        return {slot.name: slot.failed for slot in processor.slots if slot.failed} if processor is not None else {}
+
+    def __repr__(self) -> str:
+        return f"<Run id={self.id!r} mode={self.mode!r} status={self.status.value}>"
+
+    # -- logging ---------------------------------------------------------------------------------
+
+    def log_episodes(self, episodes: Iterable[Any]) -> None:
+        """Queue episodes for every sink; cheap on the caller's thread (blocks at most 5 s when the queue is full)."""
+        self._log("log_episodes", episodes)
+
+    def log_traces(self, traces: Iterable[Any]) -> None:
+        """Queue bare traces (same mechanics as ``log_episodes``)."""
+        self._log("log_traces", traces)
+
+    def _log(self, operation: str, records: Iterable[Any]) -> None:
+        self._check_live(operation)
+        batch = list(records)
+        with self._state_lock:
+            self._check_live(operation)
+        if not batch:
+            return
+        if self._parts.offline is not None:
+            self._parts.offline.write_records(batch)
+        elif self._parts.processor is not None:
+            self._parts.processor.submit(batch)
+
+    def log_metrics(self, values: Mapping[str, Any], *, step: int | None = None) -> None:
+        """Per-step training metrics; a no-op on eval runs."""
+        self._check_live("log_metrics")
+        if self.kind != "train":
+            return
+        row = clean(values)
+        if step is not None:
+            row.setdefault("step", step)
+        row.setdefault("_timestamp", time.time())
+        if self._parts.offline is not None:
+            self._parts.offline.write_metrics(row)
+
+    def update_summary(self, values: Mapping[str, Any]) -> None:
+        with self._state_lock:
+            self._check_live("update_summary")
+            self.summary.update(clean(values))
+
+    def _check_live(self, operation: str) -> None:
+        if self._finishing or self._finished:
+            raise RunFinishedError(
+                f"{operation}() was called on run {self.id}, which is already finished. "
+                "Open a new run with prime_otel.init() to keep logging."
+            )
+
+    # -- flush and finish ------------------------------------------------------------------------
+
+    def flush(self, timeout: float | None = 30.0) -> bool:
+        """Wait until everything logged so far was written; False when ``timeout`` passed first."""
+        processor = self._parts.processor
+        drained = processor.flush(timeout) if processor is not None else True
+        self._parts.notes.raise_held()
+        return drained
+
+    def finish(
+        self,
+        summary: Mapping[str, Any] | None = None,
+        *,
+        status: RunStatus | str = RunStatus.COMPLETED,
+        error: str | None = None,
+        timeout: float | None = None,
+    ) -> DeliveryReport | None:
+        """Drain, close the run on the platform with ``status``, and report what was delivered. Idempotent."""
+        target = coerce_status(status)
+        with self._finish_lock:
+            if self._finished or self._finishing:
+                return self._report
+            self._finishing = True
+            try:
+                self._teardown(target, summary, error, timeout)
+            finally:
+                self._finished = True
+        self._parts.notes.raise_held()
+        return self._report
+
+    def fail(self, error: BaseException | str, *, timeout: float | None = None) -> DeliveryReport | None:
+        return self.finish(status=RunStatus.FAILED, error=describe(error), timeout=timeout)
+
+    @property
+    def report(self) -> DeliveryReport:
+        """What each sink delivered so far (final once the run finished)."""
+        return self._report or self._build_report()
+
+    def _teardown(
+        self, status: RunStatus, summary: Mapping[str, Any] | None, error: str | None, timeout: float | None
+    ) -> None:
+        parts = self._parts
+        if summary:
+            self.summary.update(clean(summary))
+        self.status = status
+        budget = parts.finish_timeout if timeout is None else max(0.0, timeout)
+        deadline = time.monotonic() + budget
+        if parts.processor is not None and not parts.processor.flush(_left(deadline)):
+            _logger.warning(
+                "Run %s: uploads did not drain within %.0f s; the run is finalized anyway, the rest counted as lost",
+                self.id,
+                budget,
+            )
+        if parts.processor is not None:
+            parts.processor.shutdown_timeout = _left(deadline)
+        if parts.tracer_provider is not None:
+            parts.tracer_provider.shutdown()
+        if self._owns_lifecycle:
+            self._close_on_platform(status, error)
+        for close in parts.closers:
+            self._quietly("closing a client", close)
+        if self._atexit is not None:
+            self._atexit.unregister()
+        if self._signals is not None:
+            self._signals.restore()
+        if parts.advertisement is not None and self._owns_lifecycle:
+            parts.advertisement.withdraw()
+        self._report = self._build_report()
+        self._warn_losses()
+        if parts.print_report and parts.mode != "disabled":
+            print(self._report.render(), file=sys.stderr)
+
+    def _close_on_platform(self, status: RunStatus, error: str | None) -> None:
+        parts = self._parts
+        if parts.offline is not None:
+            parts.offline.write_run_document(self._offline_document(status, error))
+            return
+        backend = parts.backend
+        if backend is None:
+            return
+        summary = self._summary_for_platform()
+        config = None if parts.attached else (self.config or None)
+        self._quietly("updating the run", lambda: backend.update(self.id, config=config, summary=summary or None))
+        if parts.attached and status is not RunStatus.COMPLETED:
+            _logger.info(
+                "Run %s is attached: its %s status is left to the launcher that owns it", self.id, status.value
+            )
+            return
+        final_error = error or (self.errors[0] if self.errors else None)
+        self._quietly(
+            "finalizing the run",
+            lambda: backend.finalize(
+                self.id, status, summary=summary or None, error=final_error, config=self.config or None
+            ),
+        )
+
+    def _summary_for_platform(self) -> dict[str, Any]:
+        summary = dict(self.summary)
+        if self.kind == "eval" and self._parts.processor is not None:
+            written = sum(
+                slot.exporter.episodes_written
+                for slot in self._parts.processor.slots
+                if isinstance(slot.exporter, PrimeTracesExporter)
+            )
+            existing = summary.get("prime_runs")
+            block = dict(existing) if isinstance(existing, Mapping) else {}
+            block["traces_episodes_written"] = written
+            summary["prime_runs"] = block
+        return summary
+
+    def _offline_document(self, status: RunStatus, error: str | None) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "name": self.name,
+            "status": status.value,
+            "error": error,
+            "summary": self.summary,
+            "config": self.config,
+        }
+
+    def _quietly(self, what: str, step: Callable[[], object]) -> None:
+        try:
+            step()
+        except Exception as exc:
+            self._parts.notes.note(what, exc)
+
+    def _build_report(self) -> DeliveryReport:
+        processor = self._parts.processor
+        sinks: list[SinkReport] = []
+        if processor is not None:
+            for slot in processor.slots:
+                stats = slot.exporter.stats
+                state = "retired" if slot.retired else ("off" if not slot.exporter.enabled else "ok")
+                if slot.exporter.switched_off_quietly:
+                    state = "not enabled for this account"
+                sinks.append(
+                    SinkReport(
+                        sink=slot.name,
+                        delivered=stats.delivered,
+                        failed=slot.failed,
+                        dropped=processor.dropped_records,
+                        skipped=stats.skipped,
+                        requests=stats.requests,
+                        bytes=stats.bytes,
+                        state=state,
+                    )
+                )
+        offline = self._parts.offline
+        if offline is not None:
+            sinks.append(
+                SinkReport(
+                    sink="offline",
+                    delivered=offline.records_written,
+                    failed=0,
+                    dropped=0,
+                    skipped=0,
+                    requests=0,
+                    bytes=offline.bytes_written,
+                    state=str(offline.folder),
+                )
+            )
+        return DeliveryReport(run_id=self.id, url=self.url, status=self.status.value, sinks=tuple(sinks))
+
+    def _warn_losses(self) -> None:
+        if self.dropped_records:
+            _logger.warning(
+                "Run %s: %d records reached no sink because the producer outran the uploader",
+                self.id,
+                self.dropped_records,
+            )
+        for sink, count in self.failed_records.items():
+            _logger.warning("Run %s: the %s sink could not store %d records", self.id, sink, count)
+
+    # -- exit paths ------------------------------------------------------------------------------
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        if exc is None:
+            self.finish()
+            return False
+        import asyncio
+
+        if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
+            status, message = RunStatus.CANCELLED, "interrupted"
+        else:
+            status, message = RunStatus.FAILED, describe(exc)
+        try:
+            self.finish(status=status, error=message)
+        except Exception:
+            _logger.exception("Run %s: finishing after %s failed", self.id, type(exc).__name__)
+        return False
+
+    def _on_exit(self) -> None:
+        if self._finished or self._finishing:
+            return
+        if self._owns_lifecycle:
+            _logger.warning("Run %s was never finished; reporting it as crashed", self.id)
+        self._finish_swallowing(RunStatus.CRASHED, CRASH_MESSAGE, None)
+
+    def _on_signal(self, signum: int) -> None:
+        import signal as signal_module
+
+        name = signal_module.Signals(signum).name
+        self._finish_swallowing(RunStatus.CRASHED, f"signal {name}", SIGNAL_FINISH_TIMEOUT_SECONDS)
+
+    def _finish_swallowing(self, status: RunStatus, message: str, timeout: float | None) -> None:
+        with contextlib.suppress(Exception):
+            self.finish(status=status, error=message, timeout=timeout)
+        self._parts.notes.take_held()
+
+    def reset_after_fork(self) -> None:
+        """In a forked child: keep logging into the same run; never update, finalize or set its status."""
+        self._state_lock = threading.Lock()
+        self._finish_lock = threading.RLock()
+        self._finishing = False
+        self._owns_lifecycle = False
+        self._signals = None
+        self._parts.notes.reset_after_fork()
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())

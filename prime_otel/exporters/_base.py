@@ -1,0 +1,88 @@
+"""What every sink exporter shares: the write contract, its counters, and the OTel ``SpanExporter`` face."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+_logger = logging.getLogger(__name__)
+
+
+class SinkWriteError(Exception):
+    """Part of a batch was lost; ``cause`` is the error reported for strike accounting."""
+
+    def __init__(self, cause: BaseException, failed_records: int) -> None:
+        super().__init__(f"{failed_records} records lost: {type(cause).__name__}: {cause}")
+        self.cause = cause
+        self.failed_records = failed_records
+
+
+@dataclass
+class SinkStats:
+    """Counters a sink keeps about its own deliveries (the processor keeps failures and drops)."""
+
+    delivered: int = 0
+    requests: int = 0
+    bytes: int = 0
+    skipped: int = 0
+
+
+class RecordExporter(SpanExporter):
+    """A sink: writes record spans to one platform destination.
+
+    ``write`` raises on loss (``SinkWriteError`` for a partial one) so the processor can count and
+    strike; ``export`` is the plain OpenTelemetry face that never raises.
+    """
+
+    name: str = "sink"
+
+    def __init__(self) -> None:
+        self.enabled = True
+        self.stats = SinkStats()
+        self._stats_lock = threading.Lock()
+
+    def write(self, spans: Sequence[ReadableSpan]) -> None:
+        raise NotImplementedError
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if not self.enabled:
+            return SpanExportResult.FAILURE
+        try:
+            self.write(spans)
+        except Exception as exc:
+            _logger.warning("the %s sink failed to write %d spans: %s", self.name, len(spans), exc)
+            return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+    def flush(self) -> None:
+        """Called by a flush barrier once everything queued before it was written."""
+
+    def close(self) -> None:
+        """Release connections; called once, after the last write."""
+
+    def shutdown(self) -> None:
+        self.close()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        self.flush()
+        return True
+
+    def reset_after_fork(self) -> None:
+        """Drop (never close or flush) whatever the parent owns."""
+
+    @property
+    def switched_off_quietly(self) -> bool:
+        """True when the sink disabled itself without loss (for example, traces outside the beta)."""
+        return False
+
+    def _count(self, delivered: int = 0, requests: int = 0, sent_bytes: int = 0, skipped: int = 0) -> None:
+        with self._stats_lock:
+            self.stats.delivered += delivered
+            self.stats.requests += requests
+            self.stats.bytes += sent_bytes
+            self.stats.skipped += skipped

@@ -1,0 +1,188 @@
+"""One SQLite file in WAL mode; one connection per thread, writes serialised by ``BEGIN IMMEDIATE``."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS environments (
+    id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    name TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    UNIQUE (owner, name)
+);
+CREATE TABLE IF NOT EXISTS runs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    name TEXT,
+    status TEXT NOT NULL,
+    error_message TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    model TEXT,
+    framework TEXT,
+    team_id TEXT,
+    environments TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    hosted INTEGER NOT NULL DEFAULT 0,
+    token TEXT UNIQUE,
+    metadata TEXT,
+    run_config TEXT,
+    summary TEXT,
+    details TEXT NOT NULL,
+    completes_at REAL
+);
+CREATE INDEX IF NOT EXISTS runs_status ON runs (status);
+CREATE TABLE IF NOT EXISTS samples (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    row TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS samples_run ON samples (run_id, seq);
+CREATE TABLE IF NOT EXISTS metric_rows (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    step INTEGER,
+    timestamp REAL,
+    metrics TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS metric_rows_step ON metric_rows (run_id, step) WHERE step IS NOT NULL;
+CREATE TABLE IF NOT EXISTS objects (
+    key TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    step INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    uploaded_at TEXT,
+    bytes INTEGER,
+    rows INTEGER,
+    confirmed_at TEXT,
+    superseded_at TEXT
+);
+CREATE INDEX IF NOT EXISTS objects_run ON objects (run_id, step);
+CREATE TABLE IF NOT EXISTS uploads (
+    digest TEXT PRIMARY KEY,
+    line_format TEXT NOT NULL,
+    team_id TEXT,
+    metadata TEXT NOT NULL,
+    num_lines INTEGER NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS episodes (
+    seq INTEGER NOT NULL,
+    id TEXT PRIMARY KEY,
+    upload_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    environment_id TEXT NOT NULL,
+    team_id TEXT,
+    created_at TEXT NOT NULL,
+    doc TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS episodes_run ON episodes (run_id, seq);
+CREATE TABLE IF NOT EXISTS traces (
+    seq INTEGER NOT NULL,
+    id TEXT PRIMARY KEY,
+    upload_id TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    episode_id TEXT,
+    position INTEGER NOT NULL,
+    environment_id TEXT NOT NULL,
+    team_id TEXT,
+    step INTEGER,
+    reward REAL,
+    created_at TEXT NOT NULL,
+    doc TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS traces_run ON traces (run_id, seq);
+CREATE INDEX IF NOT EXISTS traces_episode ON traces (episode_id, position);
+CREATE INDEX IF NOT EXISTS traces_upload ON traces (upload_id);
+CREATE TABLE IF NOT EXISTS counters (
+    name TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS requests (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    record TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS request_runs (
+    request_seq INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    route_key TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS request_runs_run ON request_runs (run_id, request_seq);
+"""
+
+
+class Database:
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._local = threading.local()
+        self._connection().executescript(_SCHEMA)
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self._path, isolation_level=None, timeout=30.0, check_same_thread=False)
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA busy_timeout=30000")
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """A snapshot: every query inside sees the same committed state."""
+        conn = self._connection()
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @staticmethod
+    def next_values(conn: sqlite3.Connection, counter: str, count: int = 1) -> int:
+        """Reserve ``count`` consecutive values of a named counter; returns the first."""
+        row = conn.execute(
+            "INSERT INTO counters (name, value) VALUES (?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET value = value + excluded.value RETURNING value",
+            (counter, count),
+        ).fetchone()
+        return int(row[0]) - count + 1
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def iso(epoch: float) -> str:
+    moment = datetime.fromtimestamp(epoch, tz=timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def now_iso() -> str:
+    return iso(time.time())

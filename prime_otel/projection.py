@@ -1,0 +1,425 @@
+"""Projections of native episodes onto the platform's legacy tables (run-behaviour §10): v0 eval-sample rows
+for ``POST /evaluations/{id}/samples`` and the training viewer's Parquet object.
+
+Duck-typed against verifiers 0.4.0 episodes and traces (records.md §6); verifiers is never imported.
+Output equals prime-runs 0.1.4's ``prime_runs.projection`` except for these documented improvements:
+
+1. The Parquet ``advantage`` column is null when the advantage is NaN/±inf (0.1.4 writes the raw value).
+2. Rows handed to :func:`pack_sample_requests` / :func:`batch_samples` with NaN/±inf are nullified rather
+   than refused (run-behaviour §12 [rec] for pass-through rows).
+3. Each row is encoded once: :func:`encode_samples` keeps the compact JSON made for the 25 MiB check and
+   :func:`pack_sample_requests` returns finished request bodies, so the uploader never encodes a row again.
+4. ``record=`` / ``records=`` accept the episode record the caller already has (the traces sink needs it
+   too), so ``to_record()`` runs once per episode across sinks.
+5. Each message object is dumped once per trace (branches share their prefix nodes), and non-finite values
+   are found by the encoder instead of a recursive walk. Rows may therefore share unchanged sub-objects
+   (message dicts between ``completion`` and the last ``trajectory`` branch): treat rows as read-only.
+6. A trace whose ``info`` is None projects ``info: null`` instead of raising.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import math
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from ._records import compact_json, nullify
+
+logger = logging.getLogger(__name__)
+
+#: The platform's per-request ceiling on ``POST /evaluations/{id}/samples``.
+MAX_SAMPLES_PAYLOAD_BYTES = 26214400
+#: ``len(b'{"samples":[]}')``: the request envelope around the comma-joined rows.
+ENVELOPE_BYTES = 14
+
+_BODY_OPEN = b'{"samples":['
+_BODY_CLOSE = b"]}"
+# Parquet JSON columns use json.dumps' default style; one encoder instead of one per call.
+_COLUMN_JSON = json.JSONEncoder(allow_nan=False)
+
+
+@dataclass(frozen=True)
+class EncodedSample:
+    """A v0 row with its compact JSON; ``source`` is the position of its episode in the input."""
+
+    row: dict[str, Any]
+    data: bytes
+    source: int
+
+
+@dataclass(frozen=True)
+class PackedRequest:
+    """One ready ``POST …/samples`` body holding ``rows`` rows: the input positions in ``indices``."""
+
+    body: bytes
+    rows: int
+    indices: range
+
+    @property
+    def row_indices(self) -> range:
+        """Alias of ``indices``."""
+        return self.indices
+
+
+def summary_trace_index(episode: Any) -> int:
+    """Index of the trace that represents the episode: the first trainable one, else 0."""
+    return next((index for index, trace in enumerate(episode.traces) if trace.agent.trainable), 0)
+
+
+def summary_trace(episode: Any) -> Any:
+    """The trace that represents the episode (its row, ``task.data.idx`` and advantage); None without traces."""
+    traces = episode.traces
+    return traces[summary_trace_index(episode)] if traces else None
+
+
+def trace_to_sample(trace: Any, rollout_number: int = 1, episode_id: str | None = None) -> dict[str, Any]:
+    """One trace as a v0 sample row (run-behaviour §10.1); NaN/±inf anywhere become null."""
+    row = _trace_row(trace, rollout_number, episode_id)
+    try:
+        compact_json(row)
+    except (TypeError, ValueError):
+        return nullify(row)
+    return row
+
+
+def episode_to_samples(
+    episode: Any, rollout_numbers: int | MutableMapping[Any, int], *, record: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """v0 rows of one episode; see :func:`encode_episode_samples`."""
+    return [sample.row for sample in encode_episode_samples(episode, rollout_numbers, record=record)]
+
+
+def encode_episode_samples(
+    episode: Any,
+    rollout_numbers: int | MutableMapping[Any, int],
+    *,
+    record: Mapping[str, Any] | None = None,
+    source: int = 0,
+) -> list[EncodedSample]:
+    """Normally one row: the summary trace's, keyed by the episode id, with the producer's (unstamped) record in
+    ``info.native_wrapper``. An episode too large for one request falls back to one row per trace. A trace-less
+    episode gives none.
+
+    ``rollout_numbers`` is the rollout number itself, or a per-example counter (keyed by the summary trace's
+    ``task.data.idx``, numbering from 1) that a streaming caller passes on every call. ``record`` is
+    ``episode.to_record()`` when the caller already has it."""
+    traces = episode.traces
+    if not traces:
+        return []
+    index = summary_trace_index(episode)
+    if isinstance(rollout_numbers, int):
+        number = rollout_numbers
+    else:
+        key = traces[index].task.data.idx
+        rollout_numbers[key] = number = rollout_numbers.get(key, 0) + 1
+    return _episode_samples(episode, index, number, record, source)
+
+
+def build_samples(
+    episodes: Iterable[Any],
+    rollout_numbers: MutableMapping[Any, int] | None = None,
+    *,
+    records: Sequence[Mapping[str, Any] | None] | None = None,
+) -> list[dict[str, Any]]:
+    """v0 rows for ``episodes``; see :func:`encode_samples`."""
+    return [sample.row for sample in encode_samples(episodes, rollout_numbers, records=records)]
+
+
+def encode_samples(
+    episodes: Iterable[Any],
+    rollout_numbers: MutableMapping[Any, int] | None = None,
+    *,
+    records: Sequence[Mapping[str, Any] | None] | None = None,
+) -> list[EncodedSample]:
+    """v0 rows with their compact JSON, rollouts numbered per example from 1 (pass the same ``rollout_numbers``
+    on every call to keep numbering across calls). ``records[i]``, when given, is ``episodes[i].to_record()``."""
+    counts: MutableMapping[Any, int] = rollout_numbers if rollout_numbers is not None else {}
+    samples: list[EncodedSample] = []
+    for position, episode in enumerate(episodes):
+        record = records[position] if records is not None else None
+        samples.extend(encode_episode_samples(episode, counts, record=record, source=position))
+    return samples
+
+
+def pack_sample_requests(rows: Sequence[Mapping[str, Any] | EncodedSample]) -> list[PackedRequest]:
+    """Greedy packing into bodies of at most ``MAX_SAMPLES_PAYLOAD_BYTES`` (envelope and commas counted).
+    A row too large to go alone raises ``ValueError``: refusing beats reporting a complete run missing rows."""
+    parts = [row.data if isinstance(row, EncodedSample) else _encode_row(_as_dict(row))[1] for row in rows]
+    requests: list[PackedRequest] = []
+    start = 0
+    size = ENVELOPE_BYTES
+    for position, part in enumerate(parts):
+        alone = ENVELOPE_BYTES + len(part)
+        if alone > MAX_SAMPLES_PAYLOAD_BYTES:
+            raise ValueError(
+                f"sample {position} is too large to upload ({alone} > {MAX_SAMPLES_PAYLOAD_BYTES} bytes)"
+            )
+        if position == start:
+            size = alone
+        elif size + 1 + len(part) <= MAX_SAMPLES_PAYLOAD_BYTES:
+            size += 1 + len(part)
+        else:
+            requests.append(_packed(parts, start, position))
+            start, size = position, alone
+    if parts:
+        requests.append(_packed(parts, start, len(parts)))
+    return requests
+
+
+def batch_samples(rows: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The rows split the way :func:`pack_sample_requests` packs them (0.1.4's API)."""
+    return [[rows[index] for index in request.indices] for request in pack_sample_requests(rows)]
+
+
+def parquet_available() -> bool:
+    """Whether pyarrow imports (training samples need it)."""
+    try:
+        import pyarrow  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def train_sample_schema() -> Any:
+    """Arrow schema of the training viewer's Parquet object (run-behaviour §10.3)."""
+    import pyarrow as pa
+
+    string, int64, float64 = pa.string(), pa.int64(), pa.float64()
+    return pa.schema(
+        [
+            ("run_id", string),
+            ("step", int64),
+            ("tag", string),
+            ("problem_id", int64),
+            ("sample_id", int64),
+            ("prompt", string),
+            ("completion", string),
+            ("trajectory", string),
+            ("answer", string),
+            ("env_name", string),
+            ("task", string),
+            ("info", string),
+            ("reward", float64),
+            ("advantage", float64),
+            ("metrics", string),
+            ("timing", string),
+            ("num_input_tokens", int64),
+            ("num_output_tokens", int64),
+            ("created_at", pa.timestamp("us", tz="UTC")),
+        ]
+    )
+
+
+def episodes_to_parquet_bytes(
+    episodes: Sequence[Any], run_id: str, step: int, *, sample_id_offset: int = 0
+) -> bytes | None:
+    """One training step's episodes as the viewer's Parquet table: the v0 rows (fresh numbering) with the
+    training columns, sample ids counted from ``sample_id_offset``; rows without a trajectory are skipped but
+    consume their id. None when no row is left."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = _ParquetColumns(run_id, step)
+    counts: dict[Any, int] = {}
+    sample_id = sample_id_offset
+    for position, episode in enumerate(episodes):
+        samples = encode_episode_samples(episode, counts, source=position)
+        if not samples:
+            continue
+        advantage = (episode.traces[summary_trace_index(episode)].info or {}).get("advantage")
+        env_name = str(getattr(getattr(episode, "env", None), "id", None) or "")
+        for sample in samples:
+            table.add(sample.row, sample_id, advantage, env_name)
+            sample_id += 1
+    if not table.rows:
+        return None
+    buffer = io.BytesIO()
+    pq.write_table(
+        pa.Table.from_pydict(table.finish(), schema=train_sample_schema()),
+        buffer,
+        compression="snappy",
+        use_dictionary=True,
+        write_statistics=True,
+    )
+    return buffer.getvalue()
+
+
+class _ParquetColumns:
+    """Column lists of one Parquet object, filled row by row."""
+
+    def __init__(self, run_id: str, step: int) -> None:
+        self.run_id = run_id
+        self.step = step
+        self.rows = 0
+        self.problem_id: list[int] = []
+        self.sample_id: list[int] = []
+        self.completion: list[str] = []
+        self.trajectory: list[str] = []
+        self.env_name: list[str] = []
+        self.task: list[str] = []
+        self.info: list[str] = []
+        self.reward: list[Any] = []
+        self.advantage: list[Any] = []
+        self.metrics: list[str] = []
+        self.timing: list[str] = []
+        self.num_input_tokens: list[Any] = []
+        self.num_output_tokens: list[Any] = []
+
+    def add(self, row: dict[str, Any], sample_id: int, advantage: Any, env_name: str) -> None:
+        """Rows come from ``_episode_samples``, so they hold no NaN/±inf; only ``advantage`` is raw."""
+        trajectory = row["trajectory"]
+        if not trajectory:
+            return
+        branch_advantage = nullify(advantage)
+        encode = _COLUMN_JSON.encode
+        self.rows += 1
+        self.problem_id.append(_problem_id(row["example_id"], sample_id))
+        self.sample_id.append(sample_id)
+        self.completion.append(encode(row["completion"]))
+        self.trajectory.append(encode([{**branch, "advantage": branch_advantage} for branch in trajectory]))
+        self.env_name.append(env_name)
+        self.task.append(encode(row["task"]))
+        self.info.append(encode(row["info"]))
+        self.reward.append(row["reward"])
+        self.advantage.append(None if isinstance(advantage, float) and not math.isfinite(advantage) else advantage)
+        self.metrics.append(encode(row["metrics"]))
+        self.timing.append(encode(row["timing"]))
+        self.num_input_tokens.append(trajectory[-1]["num_input_tokens"])
+        self.num_output_tokens.append(trajectory[-1]["num_output_tokens"])
+
+    def finish(self) -> dict[str, list[Any]]:
+        rows = self.rows
+        return {
+            "run_id": [self.run_id] * rows,
+            "step": [self.step] * rows,
+            "tag": [""] * rows,
+            "problem_id": self.problem_id,
+            "sample_id": self.sample_id,
+            "prompt": [""] * rows,
+            "completion": self.completion,
+            "trajectory": self.trajectory,
+            "answer": [""] * rows,
+            "env_name": self.env_name,
+            "task": self.task,
+            "info": self.info,
+            "reward": self.reward,
+            "advantage": self.advantage,
+            "metrics": self.metrics,
+            "timing": self.timing,
+            "num_input_tokens": self.num_input_tokens,
+            "num_output_tokens": self.num_output_tokens,
+            "created_at": [datetime.now(timezone.utc)] * rows,
+        }
+
+
+def _problem_id(example_id: Any, sample_id: int) -> int:
+    if example_id is None:
+        return sample_id
+    try:
+        return int(example_id)
+    except (TypeError, ValueError):
+        return sample_id
+
+
+def _episode_samples(
+    episode: Any, index: int, rollout_number: int, record: Mapping[str, Any] | None, source: int
+) -> list[EncodedSample]:
+    traces = episode.traces
+    row = _trace_row(traces[index], rollout_number, episode.id)
+    row["sample_id"] = episode.id
+    row["info"] = {
+        **(row["info"] or {}),
+        "native_wrapper": episode.to_record() if record is None else record,
+        "native_trace_index": index,
+    }
+    row, data = _encode_row(row)
+    if ENVELOPE_BYTES + len(data) <= MAX_SAMPLES_PAYLOAD_BYTES:
+        return [EncodedSample(row, data, source)]
+    logger.warning("Episode %s exceeds the platform sample limit; uploading projected traces", episode.id)
+    samples = []
+    for trace in traces:
+        trace_row, trace_data = _encode_row(_trace_row(trace, rollout_number, episode.id))
+        samples.append(EncodedSample(trace_row, trace_data, source))
+    return samples
+
+
+def _trace_row(trace: Any, rollout_number: int, episode_id: str | None) -> dict[str, Any]:
+    """The v0 row before the encoder's non-finite check. The producer's own containers (``metrics``, ``info``,
+    reward scores) are nullified here, which also turns their tuples into lists; the model dumps are fresh."""
+    data = trace.task.data
+    task = data.model_dump(mode="json", exclude_none=True)
+    dumped: dict[int, Any] = {}
+    trajectory = [
+        {
+            "messages": _dump_messages(branch.messages, dumped),
+            "num_input_tokens": branch.num_input_tokens,
+            "num_output_tokens": branch.num_output_tokens,
+        }
+        for branch in trace.branches
+    ]
+    tools = trace.tools
+    last_error = trace.last_error
+    usage = trace.usage
+    info = trace.info
+    row: dict[str, Any] = {
+        "sample_id": trace.id,
+        "example_id": data.idx,
+        "rollout_number": rollout_number,
+        "episode_id": episode_id,
+        "agent": trace.agent.name,
+        "trainable": trace.agent.trainable,
+        "task": task,
+        "prompt": [],
+        "completion": list(trajectory[-1]["messages"]) if trajectory else [],
+        "answer": task.get("answer"),
+        "tool_defs": [tool.model_dump(mode="json", exclude_none=True) for tool in tools] if tools else None,
+        "reward": nullify(trace.reward),
+        "timing": trace.timing.model_dump(mode="json", exclude_none=True),
+        "is_completed": trace.is_completed,
+        "is_truncated": trace.is_truncated,
+        "metrics": nullify(dict(trace.metrics)),
+        "error": last_error.model_dump(mode="json", exclude_none=True) if last_error else None,
+        "stop_condition": trace.stop_condition,
+        "trajectory": trajectory,
+        "token_usage": usage.model_dump(mode="json", exclude_none=True) if usage else None,
+        "info": nullify(dict(info)) if info else None,
+    }
+    # Sub-rewards become top-level columns the way v0 had them, never over an existing column.
+    for name, reward in trace.rewards.items():
+        if reward is not None and name not in row:
+            row[name] = nullify(reward.score)
+    return row
+
+
+def _dump_messages(messages: Iterable[Any], dumped: dict[int, Any]) -> list[Any]:
+    out = []
+    for message in messages:
+        dump = dumped.get(id(message))
+        if dump is None:
+            dump = dumped[id(message)] = message.model_dump(mode="json", exclude_none=True)
+        out.append(dump)
+    return out
+
+
+def _encode_row(row: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    """The row and its compact JSON; a row holding NaN/±inf is nullified first (the row survives)."""
+    try:
+        return row, compact_json(row)
+    except ValueError:
+        row = nullify(row)
+        return row, compact_json(row)
+
+
+def _as_dict(row: Mapping[str, Any]) -> dict[str, Any]:
+    return row if isinstance(row, dict) else dict(row)
+
+
+def _packed(parts: list[bytes], start: int, stop: int) -> PackedRequest:
+    body = b"".join((_BODY_OPEN, b",".join(parts[start:stop]), _BODY_CLOSE))
+    return PackedRequest(body, stop - start, range(start, stop))

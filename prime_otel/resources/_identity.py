@@ -1,0 +1,65 @@
+"""Run identity and its Resource attributes (our semantic conventions, see the README table)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+
+RUN_ID = "run.id"
+RUN_TYPE = "run.type"
+RUN_NAME = "run.name"
+PRIME_RUN_ID = "prime.run.id"
+PRIME_RUN_KIND = "prime.run.kind"
+PRIME_RUN_RANK = "prime.run.rank"
+PRIME_RUN_WORLD_SIZE = "prime.run.world_size"
+
+_RANK_VARIABLES = ("RANK", "SLURM_PROCID", "LOCAL_RANK")
+_WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "SLURM_NTASKS")
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    id: str
+    kind: str
+    name: str | None = None
+    rank: int = 0
+    world_size: int = 1
+
+    def attributes(self) -> dict[str, str | int]:
+        attributes: dict[str, str | int] = {
+            RUN_ID: self.id,
+            RUN_TYPE: self.kind,
+            PRIME_RUN_ID: self.id,
+            PRIME_RUN_KIND: self.kind,
+            PRIME_RUN_RANK: self.rank,
+            PRIME_RUN_WORLD_SIZE: self.world_size,
+        }
+        if self.name:
+            attributes[RUN_NAME] = self.name
+        return attributes
+
+
+def _first_int(environ: Mapping[str, str], names: tuple[str, ...]) -> int | None:
+    for name in names:
+        value = environ.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return None
+
+
+def detect_rank(environ: Mapping[str, str] | None = None) -> tuple[int, int]:
+    """(rank, world size) from the launcher's variables (torchrun, SLURM); (0, 1) for a single process."""
+    env = os.environ if environ is None else environ
+    rank = _first_int(env, _RANK_VARIABLES) or 0
+    world_size = _first_int(env, _WORLD_SIZE_VARIABLES) or 1
+    return rank, max(world_size, rank + 1)
+
+
+def run_resource(identity: RunIdentity, service_name: str | None = None) -> Resource:
+    """One run, one Resource: ``run.*`` and ``prime.run.*`` attributes plus ``service.name``."""
+    attributes: dict[str, str | int] = {SERVICE_NAME: service_name or f"prime-{identity.kind}"}
+    attributes.update(identity.attributes())
+    return Resource.create(attributes)

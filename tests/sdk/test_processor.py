@@ -1,0 +1,203 @@
+"""The records processor: bounded queue, coalescing, barriers, strikes and retirement (RB-073…RB-090)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+
+from prime_otel.errors import RetryableAPIError, UnauthorizedError, ValidationRejectedError
+from prime_otel.exporters._base import RecordExporter
+from prime_otel.processors import RecordProcessor, SinkSlot, record_of
+
+RESOURCE = Resource.create({"run.id": "r1"})
+
+
+class RecordingExporter(RecordExporter):
+    """Stores every batch it is given; can be told to fail or to hold until released."""
+
+    def __init__(self, name: str = "recording") -> None:
+        super().__init__()
+        self.name = name
+        self.batches: list[list[object]] = []
+        self.failures: list[BaseException] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.entered = threading.Event()
+
+    def write(self, spans: Sequence[ReadableSpan]) -> None:
+        self.entered.set()
+        self.gate.wait(10)
+        if self.failures:
+            raise self.failures.pop(0)
+        self.batches.append([record_of(span) for span in spans])
+        self._count(delivered=len(spans), requests=1)
+
+
+def episode(i: int) -> dict[str, object]:
+    return {"id": f"e{i}", "traces": [{"id": f"t{i}"}], "ok": True}
+
+
+def trace(i: int) -> dict[str, object]:
+    return {"id": f"t{i}"}
+
+
+def test_records_reach_every_sink_in_order_and_become_episode_spans() -> None:
+    first, second = RecordingExporter("a"), RecordingExporter("b")
+    processor = RecordProcessor([SinkSlot(first), SinkSlot(second)], RESOURCE)
+    processor.submit([episode(1), episode(2)])
+    assert processor.flush(5)
+    assert first.batches == second.batches == [[episode(1), episode(2)]]
+    assert processor.close(5)
+
+
+def test_a_full_queue_blocks_briefly_then_drops_and_counts_the_new_batch() -> None:
+    """RB-074/RB-089: the producer is never stalled longer than the put timeout; the loss is counted."""
+    exporter = RecordingExporter()
+    exporter.gate.clear()
+    processor = RecordProcessor([SinkSlot(exporter)], RESOURCE, max_queue_batches=1, put_timeout=0.05)
+    processor.submit([episode(0)])
+    assert exporter.entered.wait(5)
+    processor.submit([episode(1)])  # fills the queue
+    assert processor.submit([episode(2), episode(3)]) is False
+    assert processor.dropped_records == 2
+    exporter.gate.set()
+    assert processor.flush(5)
+    delivered = [record["id"] for batch in exporter.batches for record in batch]  # type: ignore[index]
+    assert delivered == ["e0", "e1"]
+
+
+def test_batches_queued_during_one_request_coalesce_but_kinds_never_mix() -> None:
+    """RB-076/RB-077."""
+    exporter = RecordingExporter()
+    exporter.gate.clear()
+    processor = RecordProcessor([SinkSlot(exporter)], RESOURCE)
+    processor.submit([episode(0)])
+    assert exporter.entered.wait(5)
+    processor.submit([episode(1)])
+    processor.submit([episode(2)])
+    processor.submit([trace(3)])
+    processor.submit([episode(4)])
+    exporter.gate.set()
+    assert processor.flush(5)
+    shapes = [[record["id"] for record in batch] for batch in exporter.batches]  # type: ignore[index]
+    assert shapes == [["e0"], ["e1", "e2"], ["t3"], ["e4"]]
+
+
+def test_three_transient_failures_retire_an_eval_sink_and_later_batches_count_as_failed() -> None:
+    """RB-082/RB-078: strikes, then retirement; skipped batches of a retired sink are failures."""
+    failing, healthy = RecordingExporter("failing"), RecordingExporter("healthy")
+    failing.failures = [RetryableAPIError("503", status_code=503) for _ in range(3)]
+    slot = SinkSlot(failing)
+    processor = RecordProcessor([slot, SinkSlot(healthy)], RESOURCE)
+    for i in range(4):
+        processor.submit([episode(i)])
+        assert processor.flush(5)
+    assert slot.retired and not failing.enabled
+    assert slot.failed == 4
+    assert len(healthy.batches) == 4
+
+
+def test_a_success_resets_strikes() -> None:
+    """RB-080."""
+    exporter = RecordingExporter()
+    exporter.failures = [RetryableAPIError("503", status_code=503), RetryableAPIError("503", status_code=503)]
+    slot = SinkSlot(exporter)
+    processor = RecordProcessor([slot], RESOURCE)
+    for i in range(3):
+        processor.submit([episode(i)])
+        assert processor.flush(5)
+    assert slot.strikes == 0 and not slot.retired
+    assert slot.failed == 2
+
+
+def test_a_record_rejection_costs_only_its_batch() -> None:
+    """RB-081."""
+    exporter = RecordingExporter()
+    exporter.failures = [ValidationRejectedError("bad", status_code=400)]
+    slot = SinkSlot(exporter)
+    processor = RecordProcessor([slot], RESOURCE)
+    processor.submit([episode(1), episode(2)])
+    processor.flush(5)
+    processor.submit([episode(3)])
+    processor.flush(5)
+    assert slot.failed == 2 and slot.strikes == 0 and exporter.enabled
+    assert exporter.batches == [[episode(3)]]
+
+
+def test_a_permanent_failure_retires_at_once_even_for_a_training_sink() -> None:
+    """RB-083."""
+    exporter = RecordingExporter()
+    exporter.failures = [UnauthorizedError("no", status_code=401)]
+    slot = SinkSlot(exporter, pause_seconds=300)
+    processor = RecordProcessor([slot], RESOURCE)
+    processor.submit([episode(1)])
+    processor.flush(5)
+    assert slot.retired and not slot.paused
+
+
+def test_a_paused_training_sink_revives_after_its_cooldown() -> None:
+    """RB-082/RB-084 with an injected clock."""
+    now = [0.0]
+    exporter = RecordingExporter()
+    exporter.failures = [RetryableAPIError("503", status_code=503) for _ in range(3)]
+    slot = SinkSlot(exporter, pause_seconds=300, clock=lambda: now[0])
+    processor = RecordProcessor([slot], RESOURCE)
+    for i in range(4):
+        processor.submit([episode(i)])
+        processor.flush(5)
+    assert slot.paused and slot.failed == 4
+    now[0] = 301.0
+    processor.submit([episode(9)])
+    processor.flush(5)
+    assert not slot.paused and exporter.batches == [[episode(9)]]
+
+
+def test_the_uploader_survives_an_exporter_that_raises_anything() -> None:
+    """RB-085."""
+    exporter = RecordingExporter()
+    exporter.failures = [RuntimeError("boom")]
+    processor = RecordProcessor([SinkSlot(exporter)], RESOURCE)
+    processor.submit([episode(1)])
+    assert processor.flush(5)
+    assert processor._thread is not None and processor._thread.is_alive()
+
+
+def test_episode_spans_from_a_plain_tracer_reach_the_sinks() -> None:
+    exporter = RecordingExporter()
+    processor = RecordProcessor([SinkSlot(exporter)], RESOURCE)
+    provider = TracerProvider(resource=RESOURCE)
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("episode"):
+        pass
+    with tracer.start_as_current_span("not-a-record"):
+        pass
+    assert processor.flush(5)
+    assert len(exporter.batches) == 1
+
+
+def test_close_writes_what_was_queued_then_refuses_new_records() -> None:
+    """RB-075/RB-087."""
+    exporter = RecordingExporter()
+    processor = RecordProcessor([SinkSlot(exporter)], RESOURCE)
+    processor.submit([episode(1)])
+    assert processor.close(5)
+    assert exporter.batches == [[episode(1)]]
+    assert processor.submit([episode(2)]) is False
+    assert processor.dropped_records == 0
+
+
+@pytest.mark.parametrize("timeout", [0.0, 0.05])
+def test_flush_returns_false_when_the_deadline_passes_first(timeout: float) -> None:
+    exporter = RecordingExporter()
+    exporter.gate.clear()
+    processor = RecordProcessor([SinkSlot(exporter)], RESOURCE)
+    processor.submit([episode(1)])
+    assert exporter.entered.wait(5)
+    assert processor.flush(timeout) is False
+    exporter.gate.set()
+    assert processor.flush(5)
