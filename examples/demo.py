@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from prime_otel.testing import start_local_platform
@@ -25,10 +27,9 @@ def main() -> int:
         print(f"\nLocal platform viewer: {platform.url}/  (the key is in {data_dir / 'api-key'})")
         if sys.stdin.isatty():
             print("Serving until Ctrl-C ...")
-            try:
-                platform.wait()
-            except KeyboardInterrupt:
-                pass
+            with contextlib.suppress(KeyboardInterrupt):
+                while True:
+                    time.sleep(3600)
         return result.returncode
     finally:
         platform.stop()

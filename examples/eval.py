@@ -11,8 +11,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import prime_otel as po  # noqa: E402
-from _episodes import make_episodes  # noqa: E402
+from _episodes import make_episodes
+
+import prime_otel as po
 
 CONFIG = Path(__file__).parent / "eval.toml"
 

@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from ._backends import EvalBackend, RunBackend, RunSpec, TrainingBackend
 from ._config import Settings, resolve_mode, resolve_settings, resolve_traces_opt_out
 from ._containment import ErrorNotes, OnError
+from ._fork import register_for_fork_reset
 from ._offline import OfflineRunWriter, offline_run_id
 from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run, RunParts
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, SinkPolicy, TrainingSpec
@@ -206,6 +207,7 @@ def _online_run(
     if not settings.api_key:
         raise ConfigurationError("online mode needs an API key: pass api_key=... or set PRIME_API_KEY")
     http = PlatformHTTP(api_key=settings.api_key, base_url=settings.base_url)
+    register_for_fork_reset(http)
     backend: RunBackend
     if spec.kind == "eval":
         evaluations = EvaluationsAPI(http)

@@ -118,3 +118,103 @@ def _clean(value: Any) -> Any:
 def compact_json(obj: Any) -> bytes:
     """Compact UTF-8 JSON (``,``/``:`` separators, non-ASCII kept); NaN/Infinity raise ``ValueError``."""
     return _COMPACT.encode(obj).encode("utf-8")
+
+
+_RUN = "run"
+_TRACES = "traces"
+# A piece of a split mapping: finished ``"key":value,...`` bytes, or a key whose value is filled in at assembly.
+_Piece = bytes | str
+
+
+class EncodedRecord:
+    """A record's compact JSON, encoded once and kept in pieces so both copies a run uploads are joins:
+    :attr:`plain` equals ``compact_json(record)`` (the v0 row's ``native_wrapper``) and :meth:`stamped` equals
+    ``compact_json(stamp_run(record, run_id, kind))`` (the Prime Traces line). A record holding NaN/±inf is
+    nullified first; :attr:`nullified` tells, and :attr:`record` is the mapping the bytes encode."""
+
+    __slots__ = ("_members", "_pieces", "_run", "nullified", "plain", "record")
+
+    def __init__(self, record: Mapping[str, Any]) -> None:
+        self.nullified = False
+        try:
+            self._encode(record)
+        except ValueError:
+            record = nullify(dict(record))
+            self.nullified = True
+            self._encode(record)
+        self.record = record
+        members = b"[" + b",".join(member.plain for member in self._members) + b"]"
+        self.plain = _assemble(self._pieces, {_RUN: compact_json(self._run), _TRACES: members})
+
+    def stamped(self, run_id: str, kind: str) -> bytes:
+        """The line for Prime Traces (run-behaviour §11), new keys appended as ``stamp_run`` appends them."""
+        run = compact_json(_rekey(self._run, run_id, kind))
+        members = b"[" + b",".join(member.stamped(run, run_id, kind) for member in self._members) + b"]"
+        return _assemble(self._pieces, {_RUN: run, _TRACES: members}, append=_RUN)
+
+    def _encode(self, record: Mapping[str, Any]) -> None:
+        members = record.get(_TRACES)
+        if isinstance(members, list):
+            self._pieces = _split(record, (_RUN, _TRACES))
+            self._members = [_EncodedMember(member) for member in members]
+        else:
+            self._pieces = _split(record, (_RUN,))
+            self._members = []
+        self._run = record.get(_RUN)
+
+
+class _EncodedMember:
+    """One member trace of an :class:`EncodedRecord`; a non-mapping member is encoded as it is."""
+
+    __slots__ = ("pieces", "plain", "run")
+
+    def __init__(self, member: Any) -> None:
+        if isinstance(member, Mapping):
+            self.pieces: list[_Piece] | None = _split(member, (_RUN,))
+            self.run = member.get(_RUN)
+            self.plain = _assemble(
+                self.pieces, {_RUN: compact_json(self.run)} if _placeholds(self.pieces, _RUN) else {}
+            )
+        else:
+            self.pieces, self.run = None, None
+            self.plain = compact_json(member)
+
+    def stamped(self, envelope_run: bytes, run_id: str, kind: str) -> bytes:
+        if self.pieces is None:
+            return self.plain
+        run = compact_json(_rekey(self.run, run_id, kind)) if self.run else envelope_run
+        return _assemble(self.pieces, {_RUN: run}, append=_RUN)
+
+
+def _split(mapping: Mapping[Any, Any], keys: tuple[str, ...]) -> list[_Piece]:
+    """``mapping``'s members encoded in runs between the given keys, which stay in place as placeholders."""
+    pieces: list[_Piece] = []
+    run: dict[Any, Any] = {}
+    for key, value in mapping.items():
+        if key in keys:
+            if run:
+                pieces.append(compact_json(run)[1:-1])
+                run = {}
+            pieces.append(key)
+        else:
+            run[key] = value
+    if run:
+        pieces.append(compact_json(run)[1:-1])
+    return pieces
+
+
+def _assemble(pieces: list[_Piece], values: Mapping[str, bytes], append: str | None = None) -> bytes:
+    """An object from split pieces, each placeholder key given its encoded value; ``append`` is added at the end
+    when it is not among the pieces."""
+    out = [piece if isinstance(piece, bytes) else _key(piece) + values[piece] for piece in pieces]
+    if append is not None and not _placeholds(pieces, append):
+        out.append(_key(append) + values[append])
+    return b"{" + b",".join(out) + b"}"
+
+
+def _placeholds(pieces: list[_Piece], key: str) -> bool:
+    return any(isinstance(piece, str) and piece == key for piece in pieces)
+
+
+def _key(name: str) -> bytes:
+    return b'"' + name.encode() + b'":'

@@ -35,8 +35,14 @@ def from_episodes(episodes: Sequence[Any], traces: Iterable[Any] | None = None) 
         if reward is not None:
             reward_sum += reward
             rewarded += 1
-        values = {name: item.score for name, item in trace.rewards.items() if item is not None and item.score is not None}
-        values.update((name, value) for name, value in trace.metrics.items() if value is not None)
+        values = {
+            name: score
+            for name, item in trace.rewards.items()
+            if item is not None and (score := item.score) is not None
+        }
+        for name, value in trace.metrics.items():
+            if value is not None:
+                values[name] = value
         for name, value in values.items():
             sums[name] = sums.get(name, 0.0) + value
             counts[name] = counts.get(name, 0) + 1

@@ -5,16 +5,18 @@ Duck-typed against verifiers 0.4.0 episodes and traces (records.md §6); verifie
 Output equals prime-runs 0.1.4's ``prime_runs.projection`` except for these documented improvements:
 
 1. The Parquet ``advantage`` column is null when the advantage is NaN/±inf (0.1.4 writes the raw value).
-2. Rows handed to :func:`pack_sample_requests` / :func:`batch_samples` with NaN/±inf are nullified rather
+2. Rows handed to :func:`pack_sample_requests` / :func:`batch_samples` holding NaN/±inf are nullified rather
    than refused (run-behaviour §12 [rec] for pass-through rows).
 3. Each row is encoded once: :func:`encode_samples` keeps the compact JSON made for the 25 MiB check and
    :func:`pack_sample_requests` returns finished request bodies, so the uploader never encodes a row again.
-4. ``record=`` / ``records=`` accept the episode record the caller already has (the traces sink needs it
-   too), so ``to_record()`` runs once per episode across sinks.
-5. Each message object is dumped once per trace (branches share their prefix nodes), and non-finite values
-   are found by the encoder instead of a recursive walk. Rows may therefore share unchanged sub-objects
-   (message dicts between ``completion`` and the last ``trajectory`` branch): treat rows as read-only.
-6. A trace whose ``info`` is None projects ``info: null`` instead of raising.
+4. ``record=`` / ``records=`` take the record the caller already has, as a mapping or as an
+   :class:`~prime_otel._records.EncodedRecord` (whose bytes the Prime Traces line shares), so ``to_record()``
+   and the record's encoding each run once per episode across sinks.
+5. ``episode_to_samples`` takes the rollout number or the per-example counter dict.
+6. Each message object is dumped once per trace (branches share their prefix nodes) and non-finite values are
+   found by the encoder instead of a recursive walk. Rows may therefore share unchanged sub-objects (message
+   dicts between ``completion`` and the last ``trajectory`` branch): treat rows as read-only.
+7. A trace whose ``info`` is None projects ``info: null`` instead of raising.
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ import io
 import json
 import logging
 import math
+import secrets
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from ._records import compact_json, nullify
+from ._records import EncodedRecord, compact_json, nullify
 
 logger = logging.getLogger(__name__)
 
@@ -37,10 +40,17 @@ MAX_SAMPLES_PAYLOAD_BYTES = 26214400
 #: ``len(b'{"samples":[]}')``: the request envelope around the comma-joined rows.
 ENVELOPE_BYTES = 14
 
+#: An episode's record as the caller has it: the ``to_record()`` mapping, or its :class:`EncodedRecord`.
+RecordInput = Mapping[str, Any] | EncodedRecord
+
 _BODY_OPEN = b'{"samples":['
 _BODY_CLOSE = b"]}"
 # Parquet JSON columns use json.dumps' default style; one encoder instead of one per call.
 _COLUMN_JSON = json.JSONEncoder(allow_nan=False)
+# Stands in for an already encoded native_wrapper while the rest of a row is encoded; random per process, so
+# no producer value can equal it, and it never leaves this module.
+_WRAPPER_TOKEN = f"prime-otel/native-wrapper/{secrets.token_hex(16)}"
+_WRAPPER_TOKEN_JSON = compact_json(_WRAPPER_TOKEN)
 
 
 @dataclass(frozen=True)
@@ -88,7 +98,7 @@ def trace_to_sample(trace: Any, rollout_number: int = 1, episode_id: str | None 
 
 
 def episode_to_samples(
-    episode: Any, rollout_numbers: int | MutableMapping[Any, int], *, record: Mapping[str, Any] | None = None
+    episode: Any, rollout_numbers: int | MutableMapping[Any, int], *, record: RecordInput | None = None
 ) -> list[dict[str, Any]]:
     """v0 rows of one episode; see :func:`encode_episode_samples`."""
     return [sample.row for sample in encode_episode_samples(episode, rollout_numbers, record=record)]
@@ -98,33 +108,36 @@ def encode_episode_samples(
     episode: Any,
     rollout_numbers: int | MutableMapping[Any, int],
     *,
-    record: Mapping[str, Any] | None = None,
+    record: RecordInput | None = None,
     source: int = 0,
 ) -> list[EncodedSample]:
     """Normally one row: the summary trace's, keyed by the episode id, with the producer's (unstamped) record in
-    ``info.native_wrapper``. An episode too large for one request falls back to one row per trace. A trace-less
-    episode gives none.
+    ``info.native_wrapper``. An episode too large for one request falls back to one row per trace (warned).
+    A trace-less episode gives none.
 
     ``rollout_numbers`` is the rollout number itself, or a per-example counter (keyed by the summary trace's
-    ``task.data.idx``, numbering from 1) that a streaming caller passes on every call. ``record`` is
-    ``episode.to_record()`` when the caller already has it."""
+    ``task.data.idx``, numbering from 1) that a streaming caller passes on every call. ``record`` is the
+    episode's ``to_record()`` (or its :class:`EncodedRecord`) when the caller already has it."""
     traces = episode.traces
     if not traces:
         return []
     index = summary_trace_index(episode)
-    if isinstance(rollout_numbers, int):
-        number = rollout_numbers
+    number = _rollout_number(rollout_numbers, traces[index])
+    wrapper = episode.to_record() if record is None else record
+    if isinstance(wrapper, EncodedRecord):
+        row, data = _encode_with_wrapper(_episode_row(episode, index, number, wrapper.record), wrapper.plain)
     else:
-        key = traces[index].task.data.idx
-        rollout_numbers[key] = number = rollout_numbers.get(key, 0) + 1
-    return _episode_samples(episode, index, number, record, source)
+        row, data = _encode_row(_episode_row(episode, index, number, wrapper))
+    if _fits(len(data)):
+        return [EncodedSample(row, data, source)]
+    return [EncodedSample(*_encode_row(row), source) for row in _fallback_rows(episode, number)]
 
 
 def build_samples(
     episodes: Iterable[Any],
     rollout_numbers: MutableMapping[Any, int] | None = None,
     *,
-    records: Sequence[Mapping[str, Any] | None] | None = None,
+    records: Sequence[RecordInput | None] | None = None,
 ) -> list[dict[str, Any]]:
     """v0 rows for ``episodes``; see :func:`encode_samples`."""
     return [sample.row for sample in encode_samples(episodes, rollout_numbers, records=records)]
@@ -134,10 +147,10 @@ def encode_samples(
     episodes: Iterable[Any],
     rollout_numbers: MutableMapping[Any, int] | None = None,
     *,
-    records: Sequence[Mapping[str, Any] | None] | None = None,
+    records: Sequence[RecordInput | None] | None = None,
 ) -> list[EncodedSample]:
     """v0 rows with their compact JSON, rollouts numbered per example from 1 (pass the same ``rollout_numbers``
-    on every call to keep numbering across calls). ``records[i]``, when given, is ``episodes[i].to_record()``."""
+    on every call to keep numbering across calls). ``records[i]``, when given, is episode i's record."""
     counts: MutableMapping[Any, int] = rollout_numbers if rollout_numbers is not None else {}
     samples: list[EncodedSample] = []
     for position, episode in enumerate(episodes):
@@ -156,9 +169,7 @@ def pack_sample_requests(rows: Sequence[Mapping[str, Any] | EncodedSample]) -> l
     for position, part in enumerate(parts):
         alone = ENVELOPE_BYTES + len(part)
         if alone > MAX_SAMPLES_PAYLOAD_BYTES:
-            raise ValueError(
-                f"sample {position} is too large to upload ({alone} > {MAX_SAMPLES_PAYLOAD_BYTES} bytes)"
-            )
+            raise ValueError(f"sample {position} is too large to upload ({alone} > {MAX_SAMPLES_PAYLOAD_BYTES} bytes)")
         if position == start:
             size = alone
         elif size + 1 + len(part) <= MAX_SAMPLES_PAYLOAD_BYTES:
@@ -179,7 +190,6 @@ def batch_samples(rows: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 def parquet_available() -> bool:
     """Whether pyarrow imports (training samples need it)."""
     try:
-        import pyarrow  # noqa: F401
         import pyarrow.parquet  # noqa: F401
     except ImportError:
         return False
@@ -225,23 +235,27 @@ def episodes_to_parquet_bytes(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = _ParquetColumns(run_id, step)
+    table = _ParquetTable(run_id, step)
     counts: dict[Any, int] = {}
     sample_id = sample_id_offset
-    for position, episode in enumerate(episodes):
-        samples = encode_episode_samples(episode, counts, source=position)
-        if not samples:
+    for episode in episodes:
+        traces = episode.traces
+        if not traces:
             continue
-        advantage = (episode.traces[summary_trace_index(episode)].info or {}).get("advantage")
+        index = summary_trace_index(episode)
+        summary = traces[index]
+        number = _rollout_number(counts, summary)
+        advantage = (summary.info or {}).get("advantage")
         env_name = str(getattr(getattr(episode, "env", None), "id", None) or "")
-        for sample in samples:
-            table.add(sample.row, sample_id, advantage, env_name)
+        for row, columns in _parquet_rows(episode, index, number, advantage):
+            if columns is not None:
+                table.add(row, columns, sample_id, advantage, env_name)
             sample_id += 1
     if not table.rows:
         return None
     buffer = io.BytesIO()
     pq.write_table(
-        pa.Table.from_pydict(table.finish(), schema=train_sample_schema()),
+        pa.Table.from_pydict(table.columns(), schema=train_sample_schema()),
         buffer,
         compression="snappy",
         use_dictionary=True,
@@ -250,103 +264,28 @@ def episodes_to_parquet_bytes(
     return buffer.getvalue()
 
 
-class _ParquetColumns:
-    """Column lists of one Parquet object, filled row by row."""
-
-    def __init__(self, run_id: str, step: int) -> None:
-        self.run_id = run_id
-        self.step = step
-        self.rows = 0
-        self.problem_id: list[int] = []
-        self.sample_id: list[int] = []
-        self.completion: list[str] = []
-        self.trajectory: list[str] = []
-        self.env_name: list[str] = []
-        self.task: list[str] = []
-        self.info: list[str] = []
-        self.reward: list[Any] = []
-        self.advantage: list[Any] = []
-        self.metrics: list[str] = []
-        self.timing: list[str] = []
-        self.num_input_tokens: list[Any] = []
-        self.num_output_tokens: list[Any] = []
-
-    def add(self, row: dict[str, Any], sample_id: int, advantage: Any, env_name: str) -> None:
-        """Rows come from ``_episode_samples``, so they hold no NaN/±inf; only ``advantage`` is raw."""
-        trajectory = row["trajectory"]
-        if not trajectory:
-            return
-        branch_advantage = nullify(advantage)
-        encode = _COLUMN_JSON.encode
-        self.rows += 1
-        self.problem_id.append(_problem_id(row["example_id"], sample_id))
-        self.sample_id.append(sample_id)
-        self.completion.append(encode(row["completion"]))
-        self.trajectory.append(encode([{**branch, "advantage": branch_advantage} for branch in trajectory]))
-        self.env_name.append(env_name)
-        self.task.append(encode(row["task"]))
-        self.info.append(encode(row["info"]))
-        self.reward.append(row["reward"])
-        self.advantage.append(None if isinstance(advantage, float) and not math.isfinite(advantage) else advantage)
-        self.metrics.append(encode(row["metrics"]))
-        self.timing.append(encode(row["timing"]))
-        self.num_input_tokens.append(trajectory[-1]["num_input_tokens"])
-        self.num_output_tokens.append(trajectory[-1]["num_output_tokens"])
-
-    def finish(self) -> dict[str, list[Any]]:
-        rows = self.rows
-        return {
-            "run_id": [self.run_id] * rows,
-            "step": [self.step] * rows,
-            "tag": [""] * rows,
-            "problem_id": self.problem_id,
-            "sample_id": self.sample_id,
-            "prompt": [""] * rows,
-            "completion": self.completion,
-            "trajectory": self.trajectory,
-            "answer": [""] * rows,
-            "env_name": self.env_name,
-            "task": self.task,
-            "info": self.info,
-            "reward": self.reward,
-            "advantage": self.advantage,
-            "metrics": self.metrics,
-            "timing": self.timing,
-            "num_input_tokens": self.num_input_tokens,
-            "num_output_tokens": self.num_output_tokens,
-            "created_at": [datetime.now(timezone.utc)] * rows,
-        }
+def _rollout_number(rollout_numbers: int | MutableMapping[Any, int], summary: Any) -> int:
+    if isinstance(rollout_numbers, int):
+        return rollout_numbers
+    key = summary.task.data.idx
+    rollout_numbers[key] = number = rollout_numbers.get(key, 0) + 1
+    return number
 
 
-def _problem_id(example_id: Any, sample_id: int) -> int:
-    if example_id is None:
-        return sample_id
-    try:
-        return int(example_id)
-    except (TypeError, ValueError):
-        return sample_id
+def _fits(row_bytes: int) -> bool:
+    return ENVELOPE_BYTES + row_bytes <= MAX_SAMPLES_PAYLOAD_BYTES
 
 
-def _episode_samples(
-    episode: Any, index: int, rollout_number: int, record: Mapping[str, Any] | None, source: int
-) -> list[EncodedSample]:
-    traces = episode.traces
-    row = _trace_row(traces[index], rollout_number, episode.id)
+def _episode_row(episode: Any, index: int, rollout_number: int, record: Mapping[str, Any]) -> dict[str, Any]:
+    row = _trace_row(episode.traces[index], rollout_number, episode.id)
     row["sample_id"] = episode.id
-    row["info"] = {
-        **(row["info"] or {}),
-        "native_wrapper": episode.to_record() if record is None else record,
-        "native_trace_index": index,
-    }
-    row, data = _encode_row(row)
-    if ENVELOPE_BYTES + len(data) <= MAX_SAMPLES_PAYLOAD_BYTES:
-        return [EncodedSample(row, data, source)]
+    row["info"] = {**(row["info"] or {}), "native_wrapper": record, "native_trace_index": index}
+    return row
+
+
+def _fallback_rows(episode: Any, rollout_number: int) -> list[dict[str, Any]]:
     logger.warning("Episode %s exceeds the platform sample limit; uploading projected traces", episode.id)
-    samples = []
-    for trace in traces:
-        trace_row, trace_data = _encode_row(_trace_row(trace, rollout_number, episode.id))
-        samples.append(EncodedSample(trace_row, trace_data, source))
-    return samples
+    return [_trace_row(trace, rollout_number, episode.id) for trace in episode.traces]
 
 
 def _trace_row(trace: Any, rollout_number: int, episode_id: str | None) -> dict[str, Any]:
@@ -416,6 +355,14 @@ def _encode_row(row: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         return row, compact_json(row)
 
 
+def _encode_with_wrapper(row: dict[str, Any], wrapper: bytes) -> tuple[dict[str, Any], bytes]:
+    """:func:`_encode_row` for a row whose ``info.native_wrapper`` is already encoded as ``wrapper``."""
+    info = row["info"]
+    stand_in, data = _encode_row({**row, "info": {**info, "native_wrapper": _WRAPPER_TOKEN}})
+    row = {**stand_in, "info": {**stand_in["info"], "native_wrapper": info["native_wrapper"]}}
+    return row, data.replace(_WRAPPER_TOKEN_JSON, wrapper, 1)
+
+
 def _as_dict(row: Mapping[str, Any]) -> dict[str, Any]:
     return row if isinstance(row, dict) else dict(row)
 
@@ -423,3 +370,128 @@ def _as_dict(row: Mapping[str, Any]) -> dict[str, Any]:
 def _packed(parts: list[bytes], start: int, stop: int) -> PackedRequest:
     body = b"".join((_BODY_OPEN, b",".join(parts[start:stop]), _BODY_CLOSE))
     return PackedRequest(body, stop - start, range(start, stop))
+
+
+@dataclass(frozen=True)
+class _JsonColumns:
+    """The JSON columns of one Parquet row, and an upper bound on the row's compact v0 size: default-style JSON
+    (ASCII escapes, spaced separators, plus the trajectory's ``advantage``) is never shorter than compact
+    UTF-8 JSON of the same value, so the v0 size check rarely needs an encoding of its own."""
+
+    completion: str
+    trajectory: str
+    task: str
+    info: str
+    metrics: str
+    timing: str
+    size_bound: int
+
+    @classmethod
+    def of(cls, row: dict[str, Any], advantage: Any) -> _JsonColumns:
+        encode = _COLUMN_JSON.encode
+        branch_advantage = nullify(advantage)
+        encoded = {
+            "completion": encode(row["completion"]),
+            "trajectory": encode([{**branch, "advantage": branch_advantage} for branch in row["trajectory"]]),
+            "task": encode(row["task"]),
+            "info": encode(row["info"]),
+            "metrics": encode(row["metrics"]),
+            "timing": encode(row["timing"]),
+        }
+        rest = compact_json({key: value for key, value in row.items() if key not in encoded})
+        # Each column adds '"key":' and a comma to the rest's object.
+        bound = len(rest) + sum(len(key) + 4 + len(text) for key, text in encoded.items())
+        return cls(**encoded, size_bound=bound)
+
+
+def _parquet_rows(
+    episode: Any, index: int, rollout_number: int, advantage: Any
+) -> list[tuple[dict[str, Any], _JsonColumns | None]]:
+    """The episode's rows (as :func:`encode_episode_samples` decides them) with their JSON columns; None for a
+    row without a trajectory, which has no Parquet row."""
+    row, columns = _parquet_row(_episode_row(episode, index, rollout_number, episode.to_record()), advantage)
+    if (columns is not None and _fits(columns.size_bound)) or _fits(len(_encode_row(row)[1])):
+        return [(row, columns)]
+    return [_parquet_row(trace_row, advantage) for trace_row in _fallback_rows(episode, rollout_number)]
+
+
+def _parquet_row(row: dict[str, Any], advantage: Any) -> tuple[dict[str, Any], _JsonColumns | None]:
+    if not row["trajectory"]:
+        return row, None
+    try:
+        return row, _JsonColumns.of(row, advantage)
+    except ValueError:
+        row = nullify(row)
+        return row, _JsonColumns.of(row, advantage)
+
+
+class _ParquetTable:
+    """Column lists of one Parquet object, filled row by row."""
+
+    def __init__(self, run_id: str, step: int) -> None:
+        self.run_id = run_id
+        self.step = step
+        self.rows = 0
+        self._columns: dict[str, list[Any]] = {
+            name: []
+            for name in (
+                "problem_id",
+                "sample_id",
+                "completion",
+                "trajectory",
+                "env_name",
+                "task",
+                "info",
+                "reward",
+                "advantage",
+                "metrics",
+                "timing",
+                "num_input_tokens",
+                "num_output_tokens",
+            )
+        }
+
+    def add(
+        self, row: dict[str, Any], json_columns: _JsonColumns, sample_id: int, advantage: Any, env_name: str
+    ) -> None:
+        last_branch = row["trajectory"][-1]
+        values = {
+            "problem_id": _problem_id(row["example_id"], sample_id),
+            "sample_id": sample_id,
+            "completion": json_columns.completion,
+            "trajectory": json_columns.trajectory,
+            "env_name": env_name,
+            "task": json_columns.task,
+            "info": json_columns.info,
+            "reward": row["reward"],
+            "advantage": None if isinstance(advantage, float) and not math.isfinite(advantage) else advantage,
+            "metrics": json_columns.metrics,
+            "timing": json_columns.timing,
+            "num_input_tokens": last_branch["num_input_tokens"],
+            "num_output_tokens": last_branch["num_output_tokens"],
+        }
+        for name, value in values.items():
+            self._columns[name].append(value)
+        self.rows += 1
+
+    def columns(self) -> dict[str, list[Any]]:
+        """Every column of the schema, ``created_at`` being now for all rows."""
+        rows = self.rows
+        constant: dict[str, list[Any]] = {
+            "run_id": [self.run_id] * rows,
+            "step": [self.step] * rows,
+            "tag": [""] * rows,
+            "prompt": [""] * rows,
+            "answer": [""] * rows,
+            "created_at": [datetime.now(timezone.utc)] * rows,
+        }
+        return {**constant, **self._columns}
+
+
+def _problem_id(example_id: Any, sample_id: int) -> int:
+    if example_id is None:
+        return sample_id
+    try:
+        return int(example_id)
+    except (TypeError, ValueError):
+        return sample_id

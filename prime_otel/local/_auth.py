@@ -13,16 +13,21 @@ from ._errors import PlatformError, TracesError
 
 _bearer = HTTPBearer(auto_error=False, description="the account API key (or a hosted run's token)")
 _api_key = APIKeyHeader(name="x-api-key", auto_error=False, description="same credential, internal-root style")
+_BEARER = Security(_bearer)
+_API_KEY = Security(_api_key)
 
 
 def presented_tokens(
-    bearer: HTTPAuthorizationCredentials | None = Security(_bearer),
-    api_key: str | None = Security(_api_key),
+    bearer: HTTPAuthorizationCredentials | None = _BEARER,
+    api_key: str | None = _API_KEY,
 ) -> list[str]:
     tokens = [bearer.credentials] if bearer is not None else []
     if api_key:
         tokens.append(api_key)
     return tokens
+
+
+_TOKENS = Depends(presented_tokens)
 
 
 @dataclass(frozen=True)
@@ -46,27 +51,27 @@ class Authenticator:
                 return Principal(token, run_id)
         return None
 
-    def account(self, tokens: list[str] = Depends(presented_tokens)) -> Principal:
+    def account(self, tokens: list[str] = _TOKENS) -> Principal:
         """Public platform API and ``/_local/``: the account key only."""
         principal = self._identify(tokens)
         if principal is None or principal.hosted_run_id is not None:
             raise PlatformError(401, "Invalid or missing API key")
         return principal
 
-    def hosted(self, tokens: list[str] = Depends(presented_tokens)) -> Principal:
+    def hosted(self, tokens: list[str] = _TOKENS) -> Principal:
         """Internal root: a hosted run's own token."""
         principal = self._identify(tokens)
         if principal is None or principal.hosted_run_id is None:
             raise PlatformError(401, "Invalid or missing run token")
         return principal
 
-    def traces_writer(self, tokens: list[str] = Depends(presented_tokens)) -> Principal:
+    def traces_writer(self, tokens: list[str] = _TOKENS) -> Principal:
         principal = self._identify(tokens)
         if principal is None:
             raise TracesError(401, "unauthenticated", "Missing or invalid API key")
         return principal
 
-    def traces_reader(self, tokens: list[str] = Depends(presented_tokens)) -> Principal:
+    def traces_reader(self, tokens: list[str] = _TOKENS) -> Principal:
         principal = self.traces_writer(tokens)
         if principal.hosted_run_id is not None:
             raise TracesError(403, "forbidden", "This token may upload traces but not read them")

@@ -101,7 +101,9 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
     errors = list(exc.errors())
     if service_for(request.url.path) == "traces":
         first = errors[0] if errors else {}
-        return error_response("traces", 400, f"{_location(first)}: {first.get('msg', 'invalid')}", code="invalid_filter")
+        return error_response(
+            "traces", 400, f"{_location(first)}: {first.get('msg', 'invalid')}", code="invalid_filter"
+        )
     if any(error.get("type") == "json_invalid" for error in errors):
         return JSONResponse({"detail": "Request body is not valid JSON"}, status_code=400)
     # Only type/loc/msg: an error's ``input`` may be undecodable bytes.

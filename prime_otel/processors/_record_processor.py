@@ -61,6 +61,8 @@ class RecordProcessor(SpanProcessor):
     ) -> None:
         self.slots = list(slots)
         self.dropped_records = 0
+        self.abandoned_records = 0
+        self._undelivered = 0
         self.shutdown_timeout: float | None = 30.0
         self._resource = resource
         self._max_queue_batches = max_queue_batches
@@ -99,6 +101,8 @@ class RecordProcessor(SpanProcessor):
         self._ensure_worker()
         try:
             self._queue.put(batch, timeout=self._put_timeout)
+            with self._lock:
+                self._undelivered += count
         except queue.Full:
             with self._lock:
                 self.dropped_records += count
@@ -164,6 +168,8 @@ class RecordProcessor(SpanProcessor):
                 slot.dispatch(spans)
             except Exception:
                 _logger.exception("the %s sink raised unexpectedly; the uploader continues", slot.name)
+        with self._lock:
+            self._undelivered -= len(items)
 
     def _flush_sinks(self) -> None:
         for slot in self.slots:
@@ -207,7 +213,7 @@ class RecordProcessor(SpanProcessor):
                 _logger.warning("the uploader queue stayed saturated; could not ask the uploader to stop")
             thread.join(_remaining(deadline))
             if thread.is_alive():
-                _logger.warning("the uploader is still writing at the deadline; its sinks are left open")
+                self._abandon_undelivered()
                 return False
         for slot in self.slots:
             try:
@@ -215,6 +221,18 @@ class RecordProcessor(SpanProcessor):
             except Exception:
                 _logger.exception("closing the %s sink failed", slot.name)
         return True
+
+    def _abandon_undelivered(self) -> None:
+        """At the deadline, whatever is queued or in flight counts as failed on every sink that was still writing."""
+        with self._lock:
+            self.abandoned_records = self._undelivered
+        for slot in self.slots:
+            if slot.exporter.enabled:
+                slot.add_failed(self.abandoned_records)
+        _logger.warning(
+            "the uploader is still writing at the deadline: %d records counted as lost; its sinks are left open",
+            self.abandoned_records,
+        )
 
     def shutdown(self) -> None:
         self.close(self.shutdown_timeout)

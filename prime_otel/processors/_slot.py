@@ -58,7 +58,7 @@ class SinkSlot:
         self._revive_if_cooled_down()
         if not self.exporter.enabled:
             if self.retired:
-                self._add_failed(len(spans))
+                self.add_failed(len(spans))
             return
         try:
             self.exporter.write(spans)
@@ -69,7 +69,7 @@ class SinkSlot:
         else:
             self.strikes = 0
 
-    def _add_failed(self, count: int) -> None:
+    def add_failed(self, count: int) -> None:
         with self._lock:
             self.failed += count
 
@@ -84,7 +84,7 @@ class SinkSlot:
 
     def _fail(self, error: BaseException, lost: int) -> None:
         if lost > 0:
-            self._add_failed(lost)
+            self.add_failed(lost)
         if is_record_rejection(error):
             _logger.warning(
                 "the %s sink rejected a batch of %d records (%s: %s); it stays enabled",

@@ -423,11 +423,11 @@ def test_close_then_use_builds_a_fresh_client(make_http) -> None:
     assert script.paths == ["GET /api/v1/a", "GET /api/v1/b"]
 
 
-def _suppression_seen(script_key: object) -> tuple[Script, list[object]]:
+def _suppression_seen(script_key: str) -> tuple[Script, list[object]]:
     seen: list[object] = []
 
     def answer(request: httpx.Request) -> httpx.Response:
-        seen.append(otel_context.get_value(script_key))  # type: ignore[arg-type]
+        seen.append(otel_context.get_value(script_key))
         return ok()
 
     return Script(answer), seen

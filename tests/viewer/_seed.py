@@ -29,7 +29,7 @@ EVAL_TOML = (
     "temperature = 0.7   \n"
     "max_tokens = 2048\n"
 )
-FAILED_NAME = 'crash <img src=x onerror="document.title=\'pwned\'"> <b>run</b>'
+FAILED_NAME = "crash <img src=x onerror=\"document.title='pwned'\"> <b>run</b>"
 FAILED_MESSAGE = "crashed: RuntimeError: reward server unreachable\n  <script>alert(1)</script>"
 
 

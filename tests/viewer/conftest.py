@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from playwright.sync_api import BrowserContext, Page, sync_playwright
+
+from prime_otel.testing import LocalPlatform, start_local_platform
 
 from ._seed import PlatformAPI, Seeded, seed_all
 
@@ -36,9 +37,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="module")
-def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from prime_otel.testing import start_local_platform
-
+def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPlatform]:
     handle = start_local_platform(tmp_path_factory.mktemp("viewer-platform"))
     try:
         yield handle
@@ -47,7 +46,7 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="module")
-def api(platform: Any) -> Iterator[PlatformAPI]:
+def api(platform: LocalPlatform) -> Iterator[PlatformAPI]:
     client = PlatformAPI(platform.url, platform.api_key)
     try:
         yield client
@@ -56,7 +55,7 @@ def api(platform: Any) -> Iterator[PlatformAPI]:
 
 
 @pytest.fixture(scope="module")
-def seeded(platform: Any, api: PlatformAPI) -> Seeded:
+def seeded(platform: LocalPlatform, api: PlatformAPI) -> Seeded:
     return seed_all(api)
 
 

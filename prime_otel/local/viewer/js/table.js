@@ -40,7 +40,7 @@ export class PagedTable {
     replaceChildren(this.body, items.map((item) => this.rows(item)));
     replaceChildren(this.message, items.length === 0 ? notice(this.emptyText, "empty") : null);
     const first = items.length ? this.offset + 1 : 0;
-    this.status.textContent = `${first}–${this.offset + items.length} of ${total}`;
+    this.status.textContent = `${first}-${this.offset + items.length} of ${total}`;
     this.prev.disabled = this.offset === 0;
     this.next.disabled = this.offset + items.length >= total;
   }

@@ -4,9 +4,16 @@ import { PagedTable } from "../table.js";
 
 function messageText(message) {
   const content = message?.content;
-  if (typeof content === "string") return content;
+  if (typeof content === "string" && content.trim()) return content;
   if (Array.isArray(content)) return content.map((part) => (typeof part?.text === "string" ? part.text : "")).join(" ");
-  return "";
+  const calls = Array.isArray(message?.tool_calls) ? message.tool_calls : [];
+  return calls.map((call) => `${call?.name ?? call?.function?.name ?? "tool"}(${call?.arguments ?? call?.function?.arguments ?? ""})`).join(" ");
+}
+
+function errorText(error) {
+  if (!error) return null;
+  if (typeof error === "string") return error;
+  return [error.type, error.message].filter(Boolean).join(": ") || null;
 }
 
 export function completionPreview(completion) {
@@ -31,7 +38,14 @@ export class SamplesTab {
         { key: "is_completed", label: "completed", cell: (s) => fmtBool(s.is_completed) },
         { key: "stop_condition", label: "stop condition", cell: (s) => s.stop_condition ?? "—" },
         { key: "agent", label: "agent", cell: (s) => s.agent ?? "—" },
-        { key: "completion", label: "completion", cell: (s) => el("span", { class: "preview" }, completionPreview(s.completion)) },
+        {
+          key: "completion",
+          label: "completion",
+          cell: (s) => [
+            el("span", { class: "preview" }, completionPreview(s.completion)),
+            errorText(s.error) ? el("span", { class: "preview-error", testid: "sample-error" }, truncate(errorText(s.error), 90)) : null,
+          ],
+        },
       ],
     });
   }

@@ -74,8 +74,8 @@ export class RunsView {
         el("td", {}, kindBadge(run.kind)),
         el("td", { testid: "run-name" }, run.name ?? "—"),
         el("td", {}, statusBadge(run.status)),
-        el("td", {}, run.model ?? "—"),
-        el("td", { title: String(run.created_at ?? "") }, fmtTime(run.created_at)),
+        el("td", { class: "nowrap" }, run.model ?? "—"),
+        el("td", { class: "nowrap", title: String(run.created_at ?? "") }, fmtTime(run.created_at)),
         el("td", { class: "num", testid: "run-samples" }, fmtNumber(run.num_samples)),
         el("td", { class: "num", testid: "run-episodes" }, fmtNumber(run.num_episodes)),
       );

@@ -1,0 +1,157 @@
+"""An eval run through prime_otel.init() against the local platform over HTTP."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import prime_otel as po
+from prime_otel.testing import LocalPlatform
+from tests._fixtures import load_episodes
+
+FIXTURES = Path(__file__).parent.parent / "fixtures"
+CONFIG_TEXT = '[eval]\nenvironment = "gsm8k"\nrollouts_per_example = 1\n'
+
+
+@pytest.fixture
+def platform_env(local_platform: LocalPlatform, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> LocalPlatform:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for name, value in local_platform.env.items():
+        monkeypatch.setenv(name, value)
+    for name in ("PRIME_RUN_ID", "PRIME_RUN_OWNER_PID", "PRIME_RUN_KIND", "PRIME_TEAM_ID", "PRIME_RUNS_MODE"):
+        monkeypatch.delenv(name, raising=False)
+    return local_platform
+
+
+def _fixture_samples() -> list[dict[str, Any]]:
+    return json.loads((FIXTURES / "eval" / "samples.json").read_text())["samples"]  # type: ignore[no-any-return]
+
+
+def _stamped(index: int, run_id: str) -> dict[str, Any]:
+    text = (FIXTURES / "eval" / f"episode-{index}.stamped.json").read_text()
+    return json.loads(text.replace("eval-3f9c2a71d4", run_id))  # type: ignore[no-any-return]
+
+
+def test_dual_sinks_land_fixture_rows_and_stamped_episodes_exactly_once(
+    platform_env: LocalPlatform, tmp_path: Path
+) -> None:
+    """RB-091, RB-125, RB-116, RB-052: what lands equals the fixtures (the platform id replaces the producer's)."""
+    config = tmp_path / "eval.toml"
+    config.write_text(CONFIG_TEXT)
+    episodes = load_episodes("eval")
+    run = po.init(
+        name="fixture-eval", environments=["gsm8k"], model="Qwen/Qwen3-8B", framework="verifiers", config=config
+    )
+    run.log_episodes(episodes)
+    report = run.finish(summary=po.metrics.from_episodes(episodes))
+
+    assert report is not None and report.complete
+    snapshot = platform_env.inspect.run(run.id)
+    assert snapshot["status"] in ("PROCESSING", "COMPLETED")
+    assert snapshot["config_source"]["text"] == CONFIG_TEXT
+    assert platform_env.inspect.samples(run.id)["items"] == _fixture_samples()
+    landed = platform_env.inspect.episodes(run.id)["items"]
+    assert sorted(landed, key=lambda e: e["id"]) == sorted(
+        (_stamped(i, run.id) for i in (1, 2, 3)), key=lambda e: e["id"]
+    )
+    summary = snapshot["summary"]
+    assert summary["prime_runs"]["traces_episodes_written"] == 3
+    assert summary["avg_reward"] == pytest.approx(2 / 3)
+
+
+def test_traces_disabled_retires_that_sink_quietly_and_the_legacy_table_stays_complete(
+    platform_env: LocalPlatform,
+) -> None:
+    """RB-072, RB-098: outside the traces beta nothing is lost and nothing raises, even under on_error='raise'."""
+    platform_env.inspect.settings(traces="disabled")
+    episodes = load_episodes("eval")
+    run = po.init(environments=["gsm8k"], model="m", on_error="raise")
+    run.log_episodes(episodes)
+    report = run.finish()
+    assert report is not None
+    assert run.failed_records == {}
+    assert platform_env.inspect.run(run.id)["num_samples"] == 3
+    states = {sink.sink: sink.state for sink in report.sinks}
+    assert states["traces"] == "not enabled for this account"
+
+
+def test_traces_policy_falls_back_to_the_legacy_table_only_when_traces_are_not_enabled(
+    platform_env: LocalPlatform,
+) -> None:
+    """RB-092: exclusive routing writes the legacy table only after service_not_enabled."""
+    episodes = load_episodes("eval")
+    run = po.init(environments=["gsm8k"], model="m", sinks="traces")
+    run.log_episodes(episodes)
+    run.finish()
+    assert platform_env.inspect.run(run.id)["num_samples"] == 0
+    assert platform_env.inspect.run(run.id)["num_episodes"] == 3
+
+    platform_env.inspect.settings(traces="disabled")
+    fallback = po.init(environments=["gsm8k"], model="m", sinks="traces")
+    fallback.log_episodes(episodes)
+    fallback.finish()
+    assert platform_env.inspect.run(fallback.id)["num_samples"] == 3
+
+
+def test_an_ambiguous_failure_on_create_gives_one_evaluation_or_a_clear_error(platform_env: LocalPlatform) -> None:
+    """RB-141: the create POST is never replayed after a 502 that followed the work."""
+    platform_env.inspect.add_fault(method="POST", path="/api/v1/evaluations/", action="fail_after", status=502)
+    before = len(platform_env.inspect.runs())
+    with pytest.raises(po.RetryableAPIError):
+        po.init(environments=["gsm8k"], model="m")
+    assert len(platform_env.inspect.runs()) == before + 1
+
+
+def test_an_ambiguous_failure_on_samples_costs_that_batch_and_never_duplicates(platform_env: LocalPlatform) -> None:
+    """RB-104/RB-106: the batch is counted as failed; the rows the server did store appear once."""
+    platform_env.inspect.add_fault(method="POST", path="/api/v1/evaluations/*/samples", action="fail_after", status=502)
+    episodes = load_episodes("eval")
+    run = po.init(environments=["gsm8k"], model="m")
+    run.log_episodes(episodes)
+    run.finish()
+    assert run.failed_records == {"eval_samples": 3}
+    rows = platform_env.inspect.samples(run.id)["items"]
+    assert len(rows) == 3 and len({row["sample_id"] for row in rows}) == 3
+    assert platform_env.inspect.run(run.id)["num_episodes"] == 3
+
+
+def test_a_rate_limit_is_waited_out_and_nothing_is_lost(platform_env: LocalPlatform) -> None:
+    platform_env.inspect.add_fault(
+        method="POST", path="/api/v1/evaluations/*/samples", action="rate_limit", retry_after=1, times=2
+    )
+    run = po.init(environments=["gsm8k"], model="m")
+    run.log_episodes(load_episodes("eval"))
+    report = run.finish()
+    assert report is not None and report.complete
+    assert platform_env.inspect.run(run.id)["num_samples"] == 3
+
+
+def test_three_transient_failures_retire_the_samples_sink_and_the_counts_say_so(platform_env: LocalPlatform) -> None:
+    """RB-082: each failed batch is counted; later batches are counted as failed without being sent."""
+    platform_env.inspect.add_fault(
+        method="POST", path="/api/v1/evaluations/*/samples", action="fail_before", status=503, times=None
+    )
+    episodes = load_episodes("eval")
+    run = po.init(environments=["gsm8k"], model="m")
+    for episode in episodes:
+        run.log_episodes([episode])
+        assert run.flush(30)
+    run.finish()
+    assert run.failed_records == {"eval_samples": 3}
+    assert any("eval_samples" in error for error in run.errors)
+    assert platform_env.inspect.run(run.id)["num_episodes"] == 3
+
+
+def test_a_platform_that_is_down_at_finish_gives_a_bounded_finish_with_the_loss_counted(
+    platform_env: LocalPlatform,
+) -> None:
+    run = po.init(environments=["gsm8k"], model="m")
+    platform_env.stop()
+    run.log_episodes(load_episodes("eval"))
+    report = run.finish(timeout=3)
+    assert report is not None and not report.complete
+    assert sum(run.failed_records.values()) > 0
+    assert run.finished
