@@ -20,6 +20,8 @@ _DATA = tempfile.TemporaryDirectory(prefix="prime-local-fuzz-")
 _APP = create_app(_DATA.name, api_key="pit_fuzz_key")
 _AUTH = {"Authorization": "Bearer pit_fuzz_key"}
 
+schemathesis.serializer.alias("application/parquet", "application/octet-stream")
+
 # Fault rules and settings would make later answers what a test asked for, not what the app does.
 schema = schemathesis.openapi.from_asgi("/openapi.json", _APP).exclude(path_regex="^/_local/(faults|settings)$")
 

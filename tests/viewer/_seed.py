@@ -181,6 +181,8 @@ def seed_training(api: PlatformAPI) -> tuple[str, str, list[int], str]:
     put = httpx.put(presigned["presignedUrl"], content=parquet, headers={"Content-Type": "application/parquet"})
     assert put.is_success, put.text
     api.call("POST", "/rft/samples/confirm", {"run_id": run_id, "step": 10, "s3_key": presigned["s3Key"]})
+    episodes = [stamped(fixture_json(f"train/episode-{n}.stamped.json"), run_id, "train") for n in (1, 2, 3)]
+    api.upload_episodes(episodes, "train")
     return run_id, name, steps, presigned["s3Key"]
 
 

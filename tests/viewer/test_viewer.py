@@ -61,7 +61,9 @@ def test_runs_list_shows_every_run_with_a_coloured_status(page: Page, seeded: Se
     expect(eval_row.get_by_test_id("run-name")).to_have_text(seeded.eval_name)
     expect(eval_row.get_by_test_id("run-samples")).to_have_text("3")
     expect(eval_row.get_by_test_id("run-episodes")).to_have_text("3")
-    expect(run_row(page, seeded.train_id).get_by_test_id("run-kind")).to_have_text("train")
+    train_row = run_row(page, seeded.train_id)
+    expect(train_row.get_by_test_id("run-kind")).to_have_text("train")
+    expect(train_row.get_by_test_id("run-episodes")).to_have_text("3")
     expect(page.get_by_test_id("runs-refresh")).to_contain_text("Auto-refreshing")
     page.screenshot(path=str(artifacts / "runs-list.png"), full_page=True)
 
@@ -130,6 +132,9 @@ def test_eval_run_page_shows_its_samples_with_rewards(page: Page, seeded: Seeded
         s["stop_condition"] for s in seeded.eval_samples
     )
     expect(table).to_contain_text("Altogether: 48 + 24 = 72")
+    expect(table.get_by_test_id("sample-error")).to_have_text(
+        "ProviderError: upstream returned 503: no healthy upstream"
+    )
 
     first = table.get_by_test_id("sample-row").first
     first.click()

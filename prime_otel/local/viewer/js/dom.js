@@ -6,7 +6,7 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 function append(parent, children) {
   for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
-    parent.append(child instanceof Node ? child : document.createTextNode(String(child)));
+    if (child instanceof Node) parent.append(child); else parent.insertAdjacentHTML("beforeend", String(child));
   }
 }
 

@@ -40,6 +40,7 @@ export function linePlot(points, { xLabel, yLabel }) {
   const bottom = HEIGHT - MARGIN.bottom;
   const sx = scale([xTicks[0], xTicks[xTicks.length - 1]], [left, right]);
   const sy = scale([yTicks[0], yTicks[yTicks.length - 1]], [bottom, top]);
+  points = points.slice(1);
   const coords = points.map((p) => [Number(sx(p.x).toFixed(2)), Number(sy(p.y).toFixed(2))]);
 
   return svg(
