@@ -1,9 +1,9 @@
 """CPU time of prime_otel's record projections against the released prime-runs 0.1.4, per episode.
 
 Run: ``.venv/bin/python benchmarks/bench_projection.py [--repeat N]``. Each scenario runs over the fixture
-episodes repeated ``--repeat`` times (default 1000); the best of ``--rounds`` (default 5) alternating rounds of CPU
-time (process time) is
-reported per episode, with the ratio ours / 0.1.4 (the target for the uploader paths is at most 0.5).
+episodes repeated ``--repeat`` times (default 1000); the best of ``--rounds`` (default 5) alternating rounds of
+CPU time (process time) is reported per episode, with the ratio ours / 0.1.4 (target for the uploader paths:
+at most 0.5).
 Needs the dev extras (prime-runs, verifiers, pyarrow).
 """
 

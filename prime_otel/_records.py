@@ -132,7 +132,7 @@ class EncodedRecord:
     ``compact_json(stamp_run(record, run_id, kind))`` (the Prime Traces line). A record holding NaN/±inf is
     nullified first; :attr:`nullified` tells, and :attr:`record` is the mapping the bytes encode."""
 
-    __slots__ = ("_members", "_pieces", "_run", "nullified", "plain", "record")
+    __slots__ = ("_members", "_pieces", "_run", "_run_json", "nullified", "plain", "record")
 
     def __init__(self, record: Mapping[str, Any]) -> None:
         self.nullified = False
@@ -144,7 +144,7 @@ class EncodedRecord:
             self._encode(record)
         self.record = record
         members = b"[" + b",".join(member.plain for member in self._members) + b"]"
-        self.plain = _assemble(self._pieces, {_RUN: compact_json(self._run), _TRACES: members})
+        self.plain = _assemble(self._pieces, {_RUN: self._run_json, _TRACES: members})
 
     def stamped(self, run_id: str, kind: str) -> bytes:
         """The line for Prime Traces (run-behaviour §11), new keys appended as ``stamp_run`` appends them."""
@@ -161,6 +161,8 @@ class EncodedRecord:
             self._pieces = _split(record, (_RUN,))
             self._members = []
         self._run = record.get(_RUN)
+        # Encoded here, inside the caller's NaN check, so stamping never meets a non-finite value.
+        self._run_json = compact_json(self._run)
 
 
 class _EncodedMember:
@@ -189,17 +191,17 @@ class _EncodedMember:
 def _split(mapping: Mapping[Any, Any], keys: tuple[str, ...]) -> list[_Piece]:
     """``mapping``'s members encoded in runs between the given keys, which stay in place as placeholders."""
     pieces: list[_Piece] = []
-    run: dict[Any, Any] = {}
+    chunk: dict[Any, Any] = {}
     for key, value in mapping.items():
         if key in keys:
-            if run:
-                pieces.append(compact_json(run)[1:-1])
-                run = {}
+            if chunk:
+                pieces.append(compact_json(chunk)[1:-1])
+                chunk = {}
             pieces.append(key)
         else:
-            run[key] = value
-    if run:
-        pieces.append(compact_json(run)[1:-1])
+            chunk[key] = value
+    if chunk:
+        pieces.append(compact_json(chunk)[1:-1])
     return pieces
 
 

@@ -81,7 +81,11 @@ def serve(options: ServeOptions) -> int:
         timeout_graceful_shutdown=2,
     )
     server = _Server(config, platform.connections, ready)
-    server.run()
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        # uvicorn re-raises the captured SIGINT after its graceful shutdown; Ctrl-C is a normal stop.
+        pass
     return 0 if server.started else 1
 
 

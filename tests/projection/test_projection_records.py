@@ -171,6 +171,20 @@ def test_encoded_record_nullifies_non_finite_values() -> None:
     assert math.isnan(record["traces"][0]["metrics"]["m"])  # the producer's record is untouched
 
 
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"id": "e1", "run": {"work": {"step": NAN}}, "traces": [{"id": "t1"}]},
+        {"id": "e1", "traces": [{"id": "t1", "run": {"name": "n", "score": INF}}]},
+    ],
+)
+def test_encoded_record_finds_non_finite_values_in_run_blocks_too(record: dict[str, Any]) -> None:
+    encoded = EncodedRecord(record)
+    assert encoded.nullified
+    assert encoded.plain == compact_json(nullify(record))
+    assert encoded.stamped("R", "train") == compact_json(stamp_run(nullify(record), "R", "train"))
+
+
 # --- nullify (RB-129) ------------------------------------------------------------------------------------------
 
 

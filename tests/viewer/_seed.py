@@ -7,7 +7,7 @@ import hashlib
 import json
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -133,13 +133,13 @@ class Seeded:
     eval_id: str
     eval_name: str
     eval_viewer_url: str
-    eval_samples: list[dict[str, Any]]
-    eval_episodes: list[dict[str, Any]]
+    eval_samples: list[dict[str, Any]] = field(repr=False)
+    eval_episodes: list[dict[str, Any]] = field(repr=False)
     train_id: str
     train_name: str
     train_steps: list[int]
     train_object_key: str
-    train_rows: list[dict[str, Any]]
+    train_rows: list[dict[str, Any]] = field(repr=False)
     failed_id: str
 
 

@@ -208,6 +208,7 @@ def test_metrics_plot_has_one_point_per_step_and_follows_the_selected_metric(
 ) -> None:
     open_run(page, seeded, seeded.train_id)
 
+    expect(page.get_by_test_id("run-detail-max_steps")).to_have_text("30")
     expect(page.get_by_test_id("tab-metrics")).to_have_attribute("aria-selected", "true")
     select = page.get_by_test_id("metric-select")
     expect(select).to_have_value("reward")

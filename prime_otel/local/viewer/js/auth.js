@@ -15,7 +15,7 @@ export class KeyStore {
     const key = decodeURIComponent(match[1]).trim();
     if (key) this.set(key);
     const rest = match[2] ? `#${match[2]}` : "";
-    void rest;
+    window.history.replaceState(null, "", `${window.location.pathname}${window.location.search}${rest}`);
   }
 
   get() {

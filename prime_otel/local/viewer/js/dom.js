@@ -6,7 +6,7 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 function append(parent, children) {
   for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined || child === false) continue;
-    if (child instanceof Node) parent.append(child); else parent.insertAdjacentHTML("beforeend", String(child));
+    parent.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
 }
 
@@ -96,7 +96,10 @@ export function fmtTime(value) {
   if (value === null || value === undefined || value === "") return "—";
   const date = typeof value === "number" ? new Date(value * 1000) : new Date(value);
   if (Number.isNaN(date.getTime())) return String(value);
-  return date.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z");
+  return date
+    .toISOString()
+    .replace("T", " ")
+    .replace(/\.\d+Z$/, "Z");
 }
 
 export function fmtJson(value) {

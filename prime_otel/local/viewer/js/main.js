@@ -45,7 +45,8 @@ class App {
     }
     const route = currentRoute();
     const unauthorized = (error) => this.rejectKey(error);
-    const view = route.name === "run" ? new RunView(this.api, route, unauthorized) : new RunsView(this.api, unauthorized);
+    const view =
+      route.name === "run" ? new RunView(this.api, route, unauthorized) : new RunsView(this.api, unauthorized);
     Promise.resolve(this.show(view)).catch((error) => {
       if (this.view !== view) return;
       if (error instanceof UnauthorizedError) this.rejectKey(error);

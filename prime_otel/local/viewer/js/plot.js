@@ -40,12 +40,17 @@ export function linePlot(points, { xLabel, yLabel }) {
   const bottom = HEIGHT - MARGIN.bottom;
   const sx = scale([xTicks[0], xTicks[xTicks.length - 1]], [left, right]);
   const sy = scale([yTicks[0], yTicks[yTicks.length - 1]], [bottom, top]);
-  points = points.slice(1);
   const coords = points.map((p) => [Number(sx(p.x).toFixed(2)), Number(sy(p.y).toFixed(2))]);
 
   return svg(
     "svg",
-    { class: "plot", testid: "metrics-plot", viewBox: `0 0 ${WIDTH} ${HEIGHT}`, role: "img", "aria-label": `${yLabel} by ${xLabel}` },
+    {
+      class: "plot",
+      testid: "metrics-plot",
+      viewBox: `0 0 ${WIDTH} ${HEIGHT}`,
+      role: "img",
+      "aria-label": `${yLabel} by ${xLabel}`,
+    },
     svg(
       "g",
       { class: "grid", testid: "plot-y-axis" },
@@ -65,7 +70,11 @@ export function linePlot(points, { xLabel, yLabel }) {
     ),
     svg("line", { class: "axis", x1: left, x2: left, y1: top, y2: bottom }),
     svg("text", { class: "axis-label", x: (left + right) / 2, y: HEIGHT - 6 }, xLabel),
-    svg("text", { class: "axis-label", x: 14, y: (top + bottom) / 2, transform: `rotate(-90 14 ${(top + bottom) / 2})` }, yLabel),
+    svg(
+      "text",
+      { class: "axis-label", x: 14, y: (top + bottom) / 2, transform: `rotate(-90 14 ${(top + bottom) / 2})` },
+      yLabel,
+    ),
     svg("polyline", { class: "line", testid: "metrics-line", points: coords.map((c) => c.join(",")).join(" ") }),
     svg(
       "g",

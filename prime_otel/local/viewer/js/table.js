@@ -14,10 +14,26 @@ export class PagedTable {
     this.offset = 0;
     this.body = el("tbody");
     this.status = el("span", { class: "pager-status", testid: `${testid}-range` });
-    this.prev = el("button", { type: "button", testid: `${testid}-prev`, onclick: () => this.load(this.offset - this.pageSize) }, "‹ Prev");
-    this.next = el("button", { type: "button", testid: `${testid}-next`, onclick: () => this.load(this.offset + this.pageSize) }, "Next ›");
+    this.prev = el(
+      "button",
+      { type: "button", testid: `${testid}-prev`, onclick: () => this.turn(this.offset - this.pageSize) },
+      "‹ Prev",
+    );
+    this.next = el(
+      "button",
+      { type: "button", testid: `${testid}-next`, onclick: () => this.turn(this.offset + this.pageSize) },
+      "Next ›",
+    );
     this.message = el("div");
-    const head = el("thead", {}, el("tr", {}, columns.map((c) => el("th", { class: c.numeric ? "num" : null }, c.label))));
+    const head = el(
+      "thead",
+      {},
+      el(
+        "tr",
+        {},
+        columns.map((c) => el("th", { class: c.numeric ? "num" : null }, c.label)),
+      ),
+    );
     this.element = el(
       "div",
       { class: "paged" },
@@ -36,8 +52,24 @@ export class PagedTable {
     return page;
   }
 
+  // A page turn the user asked for: a failure is shown under the table, the pager stays usable.
+  async turn(offset) {
+    const previous = this.offset;
+    try {
+      await this.load(offset);
+    } catch (error) {
+      this.offset = previous;
+      replaceChildren(this.message, notice(`Could not load this page: ${error.message}`, "error", "error"));
+      this.prev.disabled = previous === 0;
+      this.next.disabled = false;
+    }
+  }
+
   render({ total, items }) {
-    replaceChildren(this.body, items.map((item) => this.rows(item)));
+    replaceChildren(
+      this.body,
+      items.map((item) => this.rows(item)),
+    );
     replaceChildren(this.message, items.length === 0 ? notice(this.emptyText, "empty") : null);
     const first = items.length ? this.offset + 1 : 0;
     this.status.textContent = `${first}-${this.offset + items.length} of ${total}`;
@@ -46,7 +78,11 @@ export class PagedTable {
   }
 
   rows(item) {
-    const detailCell = el("td", { colspan: this.columns.length }, el("pre", { class: "json", testid: `${this.rowTestid}-json` }));
+    const detailCell = el(
+      "td",
+      { colspan: this.columns.length },
+      el("pre", { class: "json", testid: `${this.rowTestid}-json` }),
+    );
     const detailRow = el("tr", { class: "detail", hidden: true }, detailCell);
     const toggle = () => {
       const opening = detailRow.hidden;
@@ -56,7 +92,13 @@ export class PagedTable {
     };
     const row = el(
       "tr",
-      { testid: this.rowTestid, tabindex: 0, "aria-expanded": "false", onclick: toggle, onkeydown: (e) => (e.key === "Enter" ? toggle() : null) },
+      {
+        testid: this.rowTestid,
+        tabindex: 0,
+        "aria-expanded": "false",
+        onclick: toggle,
+        onkeydown: (e) => (e.key === "Enter" ? toggle() : null),
+      },
       this.columns.map((c) => el("td", { class: c.numeric ? "num" : null, "data-col": c.key ?? null }, c.cell(item))),
     );
     return [row, detailRow];
@@ -65,12 +107,24 @@ export class PagedTable {
 
 // A plain (unpaged) table.
 export function simpleTable(testid, columns, items, rowTestid) {
-  const head = el("thead", {}, el("tr", {}, columns.map((c) => el("th", { class: c.numeric ? "num" : null }, c.label))));
+  const head = el(
+    "thead",
+    {},
+    el(
+      "tr",
+      {},
+      columns.map((c) => el("th", { class: c.numeric ? "num" : null }, c.label)),
+    ),
+  );
   const body = el(
     "tbody",
     {},
     items.map((item) =>
-      el("tr", { testid: rowTestid }, columns.map((c) => el("td", { class: c.numeric ? "num" : null, "data-col": c.key ?? null }, c.cell(item)))),
+      el(
+        "tr",
+        { testid: rowTestid },
+        columns.map((c) => el("td", { class: c.numeric ? "num" : null, "data-col": c.key ?? null }, c.cell(item))),
+      ),
     ),
   );
   return el("div", { class: "table-wrap" }, el("table", { class: "data", testid }, head, body));

@@ -31,7 +31,12 @@ export class ConfigTab {
       );
       if (doc) {
         panel.append(
-          el("details", { class: "more" }, el("summary", {}, "Stored config document (JSON)"), el("pre", { class: "json", testid: "config-json" }, fmtJson(doc))),
+          el(
+            "details",
+            { class: "more" },
+            el("summary", {}, "Stored config document (JSON)"),
+            el("pre", { class: "json", testid: "config-json" }, fmtJson(doc)),
+          ),
         );
       }
       return;

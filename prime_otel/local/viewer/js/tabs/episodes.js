@@ -4,7 +4,7 @@ import { PagedTable } from "../table.js";
 
 // The summary trace is the first trainable one, else the first; its reward is
 // the weighted sum of the rewards that were scored (0 when none were).
-export function summaryReward(episode) {
+function summaryReward(episode) {
   const traces = Array.isArray(episode?.traces) ? episode.traces.filter((t) => t && typeof t === "object") : [];
   if (traces.length === 0) return null;
   const summary = traces.find((t) => t.agent?.trainable) ?? traces[0];
@@ -29,7 +29,11 @@ export class EpisodesTab {
       emptyText: "No episodes were uploaded for this run.",
       fetchPage: (offset, limit) => api.episodes(run.id, offset, limit),
       columns: [
-        { key: "id", label: "episode", cell: (e) => el("code", { title: String(e.id ?? "") }, truncate(e.id ?? "—", 40)) },
+        {
+          key: "id",
+          label: "episode",
+          cell: (e) => el("code", { title: String(e.id ?? "") }, truncate(e.id ?? "—", 40)),
+        },
         { key: "env", label: "environment", cell: (e) => e.env?.id ?? e.environment_id ?? "—" },
         { key: "ok", label: "ok", cell: (e) => fmtBool(e.ok) },
         { key: "traces", label: "traces", numeric: true, cell: (e) => fmtNumber(traceCount(e)) },

@@ -5,7 +5,7 @@ import { simpleTable } from "../table.js";
 
 const RESERVED = new Set(["step", "_timestamp"]);
 
-export function metricNames(rows) {
+function metricNames(rows) {
   const names = new Set();
   for (const row of rows) {
     for (const [name, value] of Object.entries(row)) {
@@ -57,7 +57,9 @@ export class MetricsTab {
       .sort((a, b) => a.x - b.x);
     replaceChildren(
       this.plotArea,
-      points.length ? linePlot(points, { xLabel: "step", yLabel: name }) : notice(`No per-step values of ${name}.`, "empty"),
+      points.length
+        ? linePlot(points, { xLabel: "step", yLabel: name })
+        : notice(`No per-step values of ${name}.`, "empty"),
     );
   }
 

@@ -7,7 +7,12 @@ function messageText(message) {
   if (typeof content === "string" && content.trim()) return content;
   if (Array.isArray(content)) return content.map((part) => (typeof part?.text === "string" ? part.text : "")).join(" ");
   const calls = Array.isArray(message?.tool_calls) ? message.tool_calls : [];
-  return calls.map((call) => `${call?.name ?? call?.function?.name ?? "tool"}(${call?.arguments ?? call?.function?.arguments ?? ""})`).join(" ");
+  return calls
+    .map(
+      (call) =>
+        `${call?.name ?? call?.function?.name ?? "tool"}(${call?.arguments ?? call?.function?.arguments ?? ""})`,
+    )
+    .join(" ");
 }
 
 function errorText(error) {
@@ -16,7 +21,7 @@ function errorText(error) {
   return [error.type, error.message].filter(Boolean).join(": ") || null;
 }
 
-export function completionPreview(completion) {
+function completionPreview(completion) {
   if (typeof completion === "string") return truncate(completion, 90);
   if (!Array.isArray(completion)) return "";
   const replies = completion.filter((m) => m?.role === "assistant");
@@ -43,7 +48,9 @@ export class SamplesTab {
           label: "completion",
           cell: (s) => [
             el("span", { class: "preview" }, completionPreview(s.completion)),
-            errorText(s.error) ? el("span", { class: "preview-error", testid: "sample-error" }, truncate(errorText(s.error), 90)) : null,
+            errorText(s.error)
+              ? el("span", { class: "preview-error", testid: "sample-error" }, truncate(errorText(s.error), 90))
+              : null,
           ],
         },
       ],

@@ -53,7 +53,12 @@ class StepSection {
         [
           { key: "key", label: "object key", cell: (o) => el("code", {}, o.key ?? "—") },
           { key: "rows", label: "rows", numeric: true, cell: (o) => fmtNumber(o.rows) },
-          { key: "bytes", label: "size", numeric: true, cell: (o) => el("span", { title: `${o.bytes} bytes` }, fmtBytes(o.bytes)) },
+          {
+            key: "bytes",
+            label: "size",
+            numeric: true,
+            cell: (o) => el("span", { title: `${o.bytes} bytes` }, fmtBytes(o.bytes)),
+          },
         ],
         this.objects,
         "step-object",
@@ -89,7 +94,13 @@ export class StepsTab {
     }
     steps.sort((a, b) => Number(a.step) - Number(b.step));
     const sections = steps.map((step, i) => new StepSection(this.api, this.run.id, step, i === 0));
-    panel.append(el("div", { class: "steps", testid: "steps-list" }, sections.map((s) => s.element)));
+    panel.append(
+      el(
+        "div",
+        { class: "steps", testid: "steps-list" },
+        sections.map((s) => s.element),
+      ),
+    );
     await sections[0].load();
   }
 }

@@ -12,7 +12,9 @@ export class SummaryTab {
     const hasSummary = summary && typeof summary === "object" && Object.keys(summary).length > 0;
     panel.append(
       el("h3", {}, "Summary metrics"),
-      hasSummary ? el("pre", { class: "json", testid: "summary-json" }, fmtJson(summary)) : notice("No summary metrics yet.", "summary-empty"),
+      hasSummary
+        ? el("pre", { class: "json", testid: "summary-json" }, fmtJson(summary))
+        : notice("No summary metrics yet.", "summary-empty"),
       el("h3", {}, "Requests"),
       this.requests(),
     );

@@ -1,6 +1,17 @@
 // One run: header (refreshed while the run is active) and a tab per kind of data.
 import { ApiError, UnauthorizedError } from "../api.js";
-import { ACTIVE_STATUSES, el, fmtNumber, fmtTime, kindBadge, normalStatus, notice, replaceChildren, runHref, statusBadge } from "../dom.js";
+import {
+  ACTIVE_STATUSES,
+  el,
+  fmtNumber,
+  fmtTime,
+  kindBadge,
+  normalStatus,
+  notice,
+  replaceChildren,
+  runHref,
+  statusBadge,
+} from "../dom.js";
 import { ConfigTab } from "../tabs/config.js";
 import { EpisodesTab } from "../tabs/episodes.js";
 import { MetricsTab } from "../tabs/metrics.js";
@@ -20,7 +31,9 @@ const TABS = {
 };
 
 function tabsFor(kind) {
-  return kind === "train" ? ["metrics", "steps", "episodes", "config", "summary"] : ["samples", "episodes", "config", "summary"];
+  return kind === "train"
+    ? ["metrics", "steps", "episodes", "config", "summary"]
+    : ["samples", "episodes", "config", "summary"];
 }
 
 function list(value) {
@@ -65,7 +78,17 @@ export class RunView {
     replaceChildren(
       this.tabBar,
       names.map((name) =>
-        el("button", { type: "button", role: "tab", "data-tab": name, testid: `tab-${name}`, onclick: () => this.select(name, true) }, TABS[name].label),
+        el(
+          "button",
+          {
+            type: "button",
+            role: "tab",
+            "data-tab": name,
+            testid: `tab-${name}`,
+            onclick: () => this.select(name, true),
+          },
+          TABS[name].label,
+        ),
       ),
     );
     root.append(this.tabBar, this.panel);
@@ -84,7 +107,12 @@ export class RunView {
       button.setAttribute("aria-selected", String(selected));
       button.classList.toggle("selected", selected);
     }
-    if (remember) window.history.replaceState(null, "", `${window.location.pathname}${window.location.search}${runHref(this.id, name)}`);
+    if (remember)
+      window.history.replaceState(
+        null,
+        "",
+        `${window.location.pathname}${window.location.search}${runHref(this.id, name)}`,
+      );
     const panel = el("div", { testid: `panel-${name}` });
     replaceChildren(this.panel, panel);
     try {
@@ -102,7 +130,13 @@ export class RunView {
     const status = normalStatus(run.status);
     replaceChildren(
       this.header,
-      el("div", { class: "title-row" }, el("h1", { testid: "run-name" }, run.name || "(unnamed run)"), kindBadge(run.kind), statusBadge(status)),
+      el(
+        "div",
+        { class: "title-row" },
+        el("h1", { testid: "run-name" }, run.name || "(unnamed run)"),
+        kindBadge(run.kind),
+        statusBadge(status),
+      ),
       el("div", { class: "run-id" }, "id ", el("code", { testid: "run-id" }, run.id ?? this.id)),
       run.error_message ? el("pre", { class: "error-message", testid: "run-error" }, run.error_message) : null,
       el(
@@ -119,8 +153,17 @@ export class RunView {
         fact("traces", fmtNumber(run.num_traces), "run-num-traces"),
         run.team_id ? fact("team", run.team_id, "run-team") : null,
         run.hosted ? fact("hosted", "yes", "run-hosted") : null,
+        this.details(run),
       ),
     );
+  }
+
+  // Creation facts the server keeps beside the config (dataset, max_steps, batch_size, ...).
+  details(run) {
+    const details = run.details && typeof run.details === "object" ? run.details : {};
+    return Object.entries(details)
+      .filter(([, value]) => value !== null && value !== undefined && value !== "" && typeof value !== "object")
+      .map(([name, value]) => fact(name.replaceAll("_", " "), String(value), `run-detail-${name}`));
   }
 
   scheduleIfActive(run) {

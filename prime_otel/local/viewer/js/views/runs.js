@@ -1,5 +1,17 @@
 // Runs list, refreshed while any run is still running or processing.
-import { ACTIVE_STATUSES, el, fmtNumber, fmtTime, kindBadge, normalStatus, notice, replaceChildren, runHref, statusBadge, truncate } from "../dom.js";
+import {
+  ACTIVE_STATUSES,
+  el,
+  fmtNumber,
+  fmtTime,
+  kindBadge,
+  normalStatus,
+  notice,
+  replaceChildren,
+  runHref,
+  statusBadge,
+  truncate,
+} from "../dom.js";
 import { UnauthorizedError } from "../api.js";
 
 const REFRESH_MS = 3000;
@@ -53,13 +65,18 @@ export class RunsView {
 
   render(runs) {
     if (runs.length === 0) {
-      replaceChildren(this.body, notice("No runs yet. Point an SDK at this server and start an eval or a training run.", "runs-empty"));
+      replaceChildren(
+        this.body,
+        notice("No runs yet. Point an SDK at this server and start an eval or a training run.", "runs-empty"),
+      );
       return;
     }
     const head = el(
       "tr",
       {},
-      ["id", "kind", "name", "status", "model", "created (UTC)", "samples", "episodes"].map((label, i) => el("th", { class: i >= 6 ? "num" : null }, label)),
+      ["id", "kind", "name", "status", "model", "created (UTC)", "samples", "episodes"].map((label, i) =>
+        el("th", { class: i >= 6 ? "num" : null }, label),
+      ),
     );
     const rows = runs.map((run) => {
       const href = runHref(run.id);
@@ -82,7 +99,11 @@ export class RunsView {
     });
     replaceChildren(
       this.body,
-      el("div", { class: "table-wrap" }, el("table", { class: "data clickable", testid: "runs-table" }, el("thead", {}, head), el("tbody", {}, rows))),
+      el(
+        "div",
+        { class: "table-wrap" },
+        el("table", { class: "data clickable", testid: "runs-table" }, el("thead", {}, head), el("tbody", {}, rows)),
+      ),
     );
   }
 }
