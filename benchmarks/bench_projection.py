@@ -10,6 +10,7 @@ Needs the dev extras (prime-runs, verifiers, pyarrow).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import sys
 import time
@@ -38,6 +39,7 @@ def cpu_seconds(theirs: Callable[[], object], ours: Callable[[], object], rounds
     best = [float("inf"), float("inf")]
     for _ in range(rounds):
         for slot, work in enumerate((theirs, ours)):
+            gc.collect()
             start = time.process_time()
             work()
             best[slot] = min(best[slot], time.process_time() - start)

@@ -6,6 +6,7 @@ The same handlers serve the public root ``/api/v1`` (account key) and the intern
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -77,14 +78,14 @@ def _reachable(run: Run, principal: Principal) -> bool:
 
 
 def _hub_routes(router: APIRouter, platform: Platform) -> None:
-    Caller = Depends(platform.auth.account)
+    authenticated = Depends(platform.auth.account)
 
     @router.post("/environmentshub/resolve", summary="E1: get-or-create an environment by (name, team)")
-    def resolve_environment(body: HubResolveIn, principal: Principal = Caller) -> dict[str, Any]:
+    def resolve_environment(body: HubResolveIn, principal: Principal = authenticated) -> dict[str, Any]:
         return {"data": {"id": platform.hub.resolve(body.name, body.team_id)}}
 
     @router.get("/environmentshub/{owner}/{name:path}/@latest", summary="E2: latest version of owner/name")
-    def latest_environment(owner: str, name: str, principal: Principal = Caller) -> dict[str, Any]:
+    def latest_environment(owner: str, name: str, principal: Principal = authenticated) -> dict[str, Any]:
         env_id = platform.hub.latest(owner, name)
         if env_id is None:
             raise PlatformError(404, f"Environment {owner}/{name} not found")
@@ -92,11 +93,13 @@ def _hub_routes(router: APIRouter, platform: Platform) -> None:
 
 
 def _evaluation_create_routes(router: APIRouter, platform: Platform) -> None:
-    Caller = Depends(platform.auth.account)
+    authenticated = Depends(platform.auth.account)
     access = _Access(platform)
 
     @router.post("/evaluations/", status_code=201, summary="E3: create an evaluation")
-    def create_evaluation(body: EvaluationCreateIn, request: Request, principal: Principal = Caller) -> dict[str, Any]:
+    def create_evaluation(
+        body: EvaluationCreateIn, request: Request, principal: Principal = authenticated
+    ) -> dict[str, Any]:
         new = NewRun(
             kind="eval",
             name=body.name,
@@ -120,7 +123,7 @@ def _evaluation_create_routes(router: APIRouter, platform: Platform) -> None:
         }
 
     @router.get("/evaluations/{evaluation_id}", summary="read one evaluation")
-    def get_evaluation(evaluation_id: str, request: Request, principal: Principal = Caller) -> dict[str, Any]:
+    def get_evaluation(evaluation_id: str, request: Request, principal: Principal = authenticated) -> dict[str, Any]:
         run = access.evaluation(evaluation_id, principal)
         return {
             "evaluation_id": run.id,
@@ -146,8 +149,7 @@ def _evaluation_create_routes(router: APIRouter, platform: Platform) -> None:
     @router.get("/evaluations/{evaluation_id}/samples", summary="read samples, page by page (page starts at 1)")
     def get_samples(
         evaluation_id: str,
-        request: Request,
-        principal: Principal = Caller,
+        principal: Principal = authenticated,
         page: Annotated[int, Query(ge=1, le=1_000_000)] = 1,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> dict[str, Any]:
@@ -156,13 +158,13 @@ def _evaluation_create_routes(router: APIRouter, platform: Platform) -> None:
         return {"evaluation_id": run.id, "samples": rows, "total": total, "page": page, "limit": limit}
 
 
-def _evaluation_routes(router: APIRouter, platform: Platform, caller: Any) -> None:
-    Caller = Depends(caller)
+def _evaluation_routes(router: APIRouter, platform: Platform, caller: Callable[..., Principal]) -> None:
+    authenticated = Depends(caller)
     access = _Access(platform)
 
     @router.put("/evaluations/{evaluation_id}", summary="E4 update (metadata/metrics replace) or E5 status")
     def update_evaluation(
-        evaluation_id: str, request: Request, principal: Principal = Caller, body: EvaluationUpdateIn | None = None
+        evaluation_id: str, principal: Principal = authenticated, body: EvaluationUpdateIn | None = None
     ) -> dict[str, Any]:
         run = access.evaluation(evaluation_id, principal)
         body = body or EvaluationUpdateIn()
@@ -178,19 +180,16 @@ def _evaluation_routes(router: APIRouter, platform: Platform, caller: Any) -> No
         return {"evaluation_id": run.id, "name": run.name, "status": run.status, "updated_at": run.updated_at}
 
     @router.post("/evaluations/{evaluation_id}/samples", summary="E6: append v0 sample rows")
-    def push_samples(
-        evaluation_id: str, body: SamplesIn, request: Request, principal: Principal = Caller
-    ) -> dict[str, Any]:
+    def push_samples(evaluation_id: str, body: SamplesIn, principal: Principal = authenticated) -> dict[str, Any]:
         run = access.evaluation(evaluation_id, principal)
         settings = platform.settings.current
         platform.limiter.check("samples", principal.token, settings.samples_rate_limit)
-        platform.runs.require_running_eval(run.id)
         pushed = platform.samples.append(run.id, body.samples)
         return {"evaluation_id": run.id, "samples_pushed": pushed, "status": "RUNNING"}
 
     @router.post("/evaluations/{evaluation_id}/finalize", summary="E7: RUNNING → PROCESSING → COMPLETED")
     def finalize_evaluation(
-        evaluation_id: str, request: Request, principal: Principal = Caller, body: FinalizeIn | None = None
+        evaluation_id: str, principal: Principal = authenticated, body: FinalizeIn | None = None
     ) -> dict[str, Any]:
         run = access.evaluation(evaluation_id, principal)
         metrics = (body or FinalizeIn()).metrics
@@ -199,11 +198,13 @@ def _evaluation_routes(router: APIRouter, platform: Platform, caller: Any) -> No
 
 
 def _external_run_create_routes(router: APIRouter, platform: Platform) -> None:
-    Caller = Depends(platform.auth.account)
+    authenticated = Depends(platform.auth.account)
     access = _Access(platform)
 
     @router.post("/rft/external-runs", status_code=201, summary="T1: create an external training run")
-    def create_external_run(body: ExternalRunIn, request: Request, principal: Principal = Caller) -> dict[str, Any]:
+    def create_external_run(
+        body: ExternalRunIn, request: Request, principal: Principal = authenticated
+    ) -> dict[str, Any]:
         if not platform.settings.current.team_allowed(body.team_id):
             raise PlatformError(403, "External training runs are not enabled for this team")
         details = body.model_dump(
@@ -225,39 +226,39 @@ def _external_run_create_routes(router: APIRouter, platform: Platform) -> None:
 
     @router.put("/rft/external-runs/{run_id}/status", summary="T2: completed | failed")
     def set_run_status(
-        run_id: str, body: RunStatusIn, request: Request, principal: Principal = Caller
+        run_id: str, body: RunStatusIn, request: Request, principal: Principal = authenticated
     ) -> dict[str, Any]:
         access.training(request, run_id, principal)
         run = platform.runs.set_train_status(run_id, body.status, body.error_message)
         return {"run": {"id": run.id, "status": run.status}}
 
 
-def _rft_routes(router: APIRouter, platform: Platform, caller: Any) -> None:
-    Caller = Depends(caller)
+def _rft_routes(router: APIRouter, platform: Platform, caller: Callable[..., Principal]) -> None:
+    authenticated = Depends(caller)
     access = _Access(platform)
 
     @router.post("/rft/finalize", summary="T3: compare-and-set RUNNING → COMPLETED")
-    def finalize_run(body: RftFinalizeIn, request: Request, principal: Principal = Caller) -> dict[str, Any]:
+    def finalize_run(body: RftFinalizeIn, request: Request, principal: Principal = authenticated) -> dict[str, Any]:
         access.training(request, body.run_id, principal)
         message = platform.runs.finalize_train(body.run_id, body.exit_code)
         return {"data": {"status": "success", "message": message}}
 
     @router.post("/rft/metrics", summary="T4: one row per (run, step), merged on repeat")
-    def push_metrics(body: RftMetricsIn, request: Request, principal: Principal = Caller) -> dict[str, Any]:
+    def push_metrics(body: RftMetricsIn, request: Request, principal: Principal = authenticated) -> dict[str, Any]:
         access.training(request, body.run_id, principal)
         platform.limiter.check("metrics", principal.token, platform.settings.current.metrics_rate_limit)
         platform.metrics.write(body.run_id, body.metrics, _step_of(body.metrics))
         return {"data": {"status": "success"}}
 
     @router.post("/rft/samples/presign", summary="T5: a fresh object key and its upload URL")
-    def presign(body: PresignIn, request: Request, principal: Principal = Caller) -> dict[str, Any]:
+    def presign(body: PresignIn, request: Request, principal: Principal = authenticated) -> dict[str, Any]:
         access.training(request, body.run_id, principal)
         ttl = platform.settings.current.presign_ttl
         url, key = platform.objects.presign(body.run_id, body.step, origin_of(request), ttl)
         return {"data": {"presignedUrl": url, "s3Key": key, "expiresIn": ttl}}
 
     @router.post("/rft/samples/confirm", summary="T7: register an uploaded object for (run, step)")
-    def confirm(body: ConfirmIn, request: Request, principal: Principal = Caller) -> dict[str, Any]:
+    def confirm(body: ConfirmIn, request: Request, principal: Principal = authenticated) -> dict[str, Any]:
         access.training(request, body.run_id, principal)
         single = platform.settings.current.object_mode == "single"
         platform.objects.confirm(body.run_id, body.step, body.s3_key, single)

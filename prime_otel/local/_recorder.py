@@ -17,7 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ._db import Database, dumps, loads, now_iso
 from ._errors import service_for
 
-CAPTURE_LIMIT = 1024 * 1024
+CAPTURE_LIMIT = 256 * 1024
 RESPONSE_CAPTURE_LIMIT = 64 * 1024
 
 _HEADER_SUBSET = (
@@ -37,7 +37,7 @@ FAULT = "prime_local.fault"
 
 
 class RequestLog:
-    def __init__(self, db: Database, keep: int = 20_000) -> None:
+    def __init__(self, db: Database, keep: int = 10_000) -> None:
         self._db = db
         self._keep = keep
 

@@ -221,14 +221,6 @@ class RunStore:
         assert closed is not None
         return closed
 
-    def require_running_eval(self, run_id: str) -> Run:
-        with self._db.write() as conn:
-            self._settle(conn)
-            run = self._require(conn, run_id, "eval")
-        if run.status != "RUNNING":
-            raise PlatformError(409, f"Evaluation {run_id} is {run.status}; it no longer accepts samples")
-        return run
-
     def finalize_eval(self, run_id: str, metrics: dict[str, Any] | None, processing_delay: float) -> Run:
         """RUNNING → PROCESSING; the statistics task completes it ``processing_delay`` seconds later."""
         with self._db.write() as conn:

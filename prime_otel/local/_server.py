@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -81,11 +82,9 @@ def serve(options: ServeOptions) -> int:
         timeout_graceful_shutdown=2,
     )
     server = _Server(config, platform.connections, ready)
-    try:
+    # uvicorn re-raises a captured SIGINT after its graceful shutdown; Ctrl-C is a normal stop.
+    with contextlib.suppress(KeyboardInterrupt):
         server.run()
-    except KeyboardInterrupt:
-        # uvicorn re-raises the captured SIGINT after its graceful shutdown; Ctrl-C is a normal stop.
-        pass
     return 0 if server.started else 1
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._db import Database, dumps, loads
+from ._errors import PlatformError
 
 
 class SampleTable:
@@ -16,7 +17,11 @@ class SampleTable:
         self._db = db
 
     def append(self, run_id: str, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Appends to a RUNNING evaluation; checked in the same transaction, so a concurrent finalize wins cleanly."""
         with self._db.write() as conn:
+            status = conn.execute("SELECT status FROM runs WHERE id = ?", (run_id,)).fetchone()["status"]
+            if status != "RUNNING":
+                raise PlatformError(409, f"Evaluation {run_id} is {status}; it no longer accepts samples")
             conn.executemany("INSERT INTO samples (run_id, row) VALUES (?, ?)", ((run_id, dumps(r)) for r in rows))
         return len(rows)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from prime_otel.local._cli import build_parser
 from prime_otel.local._viewer import VIEWER_DIR
 from prime_otel.testing import LocalPlatform
 
@@ -48,16 +49,7 @@ def test_restart_on_the_same_data_keeps_every_run_and_the_key(local_platform: Lo
     assert local_platform.inspect.run(evaluation_id)["requests"]["POST /api/v1/evaluations/"] == 1
 
 
-def test_the_generated_key_is_kept_private_in_the_data_directory(local_platform: LocalPlatform) -> None:
-    key_file = local_platform.data_dir / "api-key"
-    assert key_file.read_text().strip() == local_platform.api_key
-    assert local_platform.api_key.startswith("pit_local_")
-    assert key_file.stat().st_mode & 0o777 == 0o600
-    assert (local_platform.data_dir / "platform.sqlite3").is_file()
-    assert (local_platform.data_dir / "objects").is_dir()
-
-
-def test_the_banner_is_one_line_with_the_viewer_link(local_platform: LocalPlatform) -> None:
+def test_the_banner_carries_the_viewer_link_and_the_key_stays_private(local_platform: LocalPlatform) -> None:
     lines = local_platform.log_file.read_text().splitlines()
     banners = [match for line in lines if (match := BANNER.match(line))]
     assert len(banners) == 1
@@ -66,6 +58,11 @@ def test_the_banner_is_one_line_with_the_viewer_link(local_platform: LocalPlatfo
     ready = json.loads((local_platform.data_dir / "ready.json").read_text())
     assert ready["url"] == local_platform.url
     assert isinstance(ready["pid"], int)
+    key_file = local_platform.data_dir / "api-key"
+    assert key_file.read_text().strip() == local_platform.api_key
+    assert local_platform.api_key.startswith("pit_local_")
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    assert (local_platform.data_dir / "platform.sqlite3").is_file()
 
 
 @pytest.mark.local_platform(
@@ -117,12 +114,12 @@ def test_the_cli_serves_until_interrupted(tmp_path: Path) -> None:
         process.wait(timeout=15)
 
 
-def test_the_module_entry_point_documents_the_options() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "prime_otel.local", "--help"], capture_output=True, text=True, timeout=60, check=True
-    )
-    for option in ("--host", "--port", "--data", "--api-key", "--traces", "--teams", "--ready-file"):
-        assert option in result.stdout
+def test_the_defaults_of_the_command_line() -> None:
+    args = build_parser().parse_args([])
+    assert (args.host, args.port, args.data) == ("127.0.0.1", 8787, Path(".prime-otel"))
+    assert (args.traces, args.teams, args.status_endpoint, args.object_mode) == ("enabled", None, "present", "additive")
+    assert (args.samples_rate_limit, args.metrics_rate_limit, args.presign_ttl) == (300, 60, 900)
+    assert (args.processing_delay, args.api_key, args.ready_file) == (0.5, None, None)
 
 
 @pytest.mark.skipif(not (VIEWER_DIR / "index.html").is_file(), reason="the viewer is not installed")

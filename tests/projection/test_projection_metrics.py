@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 from typing import Any
 
@@ -73,5 +74,5 @@ def test_explicit_traces_and_empty_input(eval_episodes: list[Any]) -> None:
 
 def test_nan_passes_through_for_summary_cleaning_to_drop() -> None:
     summary = from_episodes([_episode(_trace(float("nan"), {}, {"m": float("inf")}))])
-    assert summary["avg_reward"] != summary["avg_reward"]
+    assert math.isnan(summary["avg_reward"])
     assert summary["avg_metrics"]["m"] == float("inf")
