@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._records import compact_json, is_episode, nullify, stamp_run, to_mapping
+from ._records import EncodedRecord, compact_json, is_episode, to_mapping
 from .projection import encode_samples
 
 RUN_FILE = "run.json"
@@ -67,11 +67,10 @@ class OfflineRunWriter:
     def write_records(self, records: Iterable[Any]) -> None:
         for record in records:
             episode = is_episode(record)
-            mapping = to_mapping(record)
-            stamped = nullify(stamp_run(mapping, self.run_id, self.kind))
-            self._append(EPISODES_FILE if episode else TRACES_FILE, compact_json(stamped))
+            encoded = EncodedRecord(to_mapping(record))
+            self._append(EPISODES_FILE if episode else TRACES_FILE, encoded.stamped(self.run_id, self.kind))
             if episode and self.kind == "eval" and not isinstance(record, Mapping):
-                for sample in encode_samples([record], self._rollout_numbers, records=[mapping]):
+                for sample in encode_samples([record], self._rollout_numbers, records=[encoded]):
                     self._append(SAMPLES_FILE, sample.data)
             self.records_written += 1
 

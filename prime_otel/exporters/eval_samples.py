@@ -18,7 +18,7 @@ from .._records import compact_json, is_episode, nullify
 from ..client import EvaluationsAPI
 from ..errors import is_record_rejection, is_transient
 from ..processors._spans import RecordSpan, record_of
-from ..projection import EncodedSample, encode_samples, pack_sample_requests
+from ..projection import EncodedSample, RecordInput, encode_samples, pack_sample_requests
 from ._base import RecordExporter, SinkWriteError
 
 _logger = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ class EvalSamplesExporter(RecordExporter):
         """v0 rows with their JSON, each tagged with the position of its span in this batch."""
         ready: list[EncodedSample] = []
         episodes: list[Any] = []
-        records: list[Mapping[str, Any] | None] = []
+        records: list[RecordInput | None] = []
         positions: list[int] = []
         skipped = 0
         for position, span in enumerate(spans):
@@ -62,7 +62,7 @@ class EvalSamplesExporter(RecordExporter):
                 ready.append(EncodedSample(row=row, data=compact_json(row), source=position))
             elif record is not None and not isinstance(record, Mapping) and is_episode(record):
                 episodes.append(record)
-                records.append(span.record_mapping() if isinstance(span, RecordSpan) else None)
+                records.append(span.encoded() if isinstance(span, RecordSpan) else None)
                 positions.append(position)
             else:
                 skipped += 1

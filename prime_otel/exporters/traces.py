@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping, Sequence
 from opentelemetry.sdk.trace import ReadableSpan
 from prime_traces import Batch, LineFormat, TracesAPIClient, TracesClient, UploadReceipt
 
-from .._records import compact_json, nullify, stamp_run
 from ..client import suppressed_instrumentation
 from ..errors import ForbiddenError
 from ..processors._spans import EPISODE_SPAN, RecordSpan
@@ -118,15 +117,12 @@ class PrimeTracesExporter(RecordExporter):
         for span in spans:
             if not isinstance(span, RecordSpan):
                 raise TypeError(f"the traces sink needs record spans, got a {span.name!r} span without a record")
-            stamped = stamp_run(span.record_mapping(), self.run_id, self.run_kind)
-            try:
-                line = compact_json(stamped)
-            except ValueError:
-                # NaN/inf are not JSON: the uploaded copy carries null and the record is counted, not lost.
-                line = compact_json(nullify(stamped))
+            encoded = span.encoded()
+            # NaN/inf are not JSON: the uploaded copy carries null and the record is counted, not lost.
+            if encoded.nullified:
                 self.nullified_records += 1
-            lines.append(line + b"\n")
-            has_traces.append(bool(stamped.get("traces")))
+            lines.append(encoded.stamped(self.run_id, self.run_kind) + b"\n")
+            has_traces.append(bool(encoded.record.get("traces")))
         return lines, has_traces
 
     def _traces_client(self) -> TracesClient:

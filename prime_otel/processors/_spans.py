@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import RandomIdGenerator, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
-from .._records import is_episode, to_mapping
+from .._records import EncodedRecord, is_episode, to_mapping
 
 EPISODE_SPAN = "episode"
 TRACE_SPAN = "trace"
@@ -79,13 +79,13 @@ class RecordSpan(ReadableSpan):
             instrumentation_scope=_SCOPE,
         )
         self.record = record
-        self._mapping: Mapping[str, Any] | None = None
+        self._encoded: EncodedRecord | None = None
 
-    def record_mapping(self) -> Mapping[str, Any]:
-        """The record as a JSON mapping, computed once and shared by every exporter."""
-        if self._mapping is None:
-            self._mapping = to_mapping(self.record)
-        return self._mapping
+    def encoded(self) -> EncodedRecord:
+        """The record's JSON, computed once (``to_record()`` and one encoding) and shared by every exporter."""
+        if self._encoded is None:
+            self._encoded = EncodedRecord(to_mapping(self.record))
+        return self._encoded
 
 
 def record_of(span: ReadableSpan) -> Any:
