@@ -24,17 +24,15 @@ SignalHandler = Callable[[int, FrameType | None], Any] | int | None
 
 
 class AtexitHook:
+    """Also runs in a forked child that exits normally: the child's run (no longer the lifecycle owner) drains
+    what the child logged and closes nothing on the platform."""
+
     def __init__(self, on_exit: Callable[[], None]) -> None:
         self._on_exit = on_exit
-        self._pid = os.getpid()
-        atexit.register(self._run)
-
-    def _run(self) -> None:
-        if os.getpid() == self._pid:
-            self._on_exit()
+        atexit.register(self._on_exit)
 
     def unregister(self) -> None:
-        atexit.unregister(self._run)
+        atexit.unregister(self._on_exit)
 
 
 class SignalChain:

@@ -18,12 +18,14 @@ from ._fork import register_for_fork_reset
 from ._offline import OfflineRunWriter, offline_run_id
 from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run, RunParts
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, SinkPolicy, TrainingSpec
-from .client import EvaluationsAPI, PlatformHTTP, TrainingRunsAPI
+from .client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI
 from .errors import ConfigurationError
 from .exporters._base import RecordExporter
 from .exporters.eval_samples import EvalSamplesExporter
+from .exporters.rft_metrics import RftMetricsWriter
+from .exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSamplesExporter
 from .exporters.traces import PrimeTracesExporter
-from .processors import TRAINING_PAUSE_SECONDS, RecordProcessor, SinkSlot
+from .processors import TRAINING_PAUSE_SECONDS, RecordProcessor, SinkSlot, StepMetricsUploader
 from .resources import RunAdvertisement, RunIdentity, detect_rank, inherited_run, run_resource
 
 _logger = logging.getLogger("prime_otel")
@@ -52,12 +54,15 @@ def init(
     training: TrainingSpec | None = None,
     traces_opt_out: bool | None = None,
     sinks: SinkPolicy = "dual",
+    samples_step_interval: int = DEFAULT_STEP_INTERVAL,
 ) -> Run:
     """Open a run on the Prime platform (or join the one this process inherited) and return its handle.
 
     ``sinks``: ``"dual"`` writes every record to Prime Traces and to the legacy sample table;
     ``"traces"`` writes to Prime Traces and falls back to the legacy table when the account is outside
-    the Prime Traces beta; ``"legacy"`` writes to the legacy table only.
+    the Prime Traces beta; ``"legacy"`` writes to the legacy table only (the eval sample table, or the
+    training run's Parquet step objects). ``samples_step_interval``: training runs upload the Parquet
+    samples of every n-th dispatch step.
     """
     settings = resolve_settings(api_key=api_key, team_id=team_id, base_url=base_url)
     if kind not in _KINDS:
@@ -66,6 +71,8 @@ def init(
         raise ConfigurationError("training=... describes a training run; pass kind='train' with it")
     if on_error not in ("warn", "raise"):
         raise ConfigurationError(f"on_error must be 'warn' or 'raise', got {on_error!r}")
+    if samples_step_interval < 1:
+        raise ConfigurationError(f"samples_step_interval must be at least 1, got {samples_step_interval}")
     if sinks not in _SINK_POLICIES:
         raise ConfigurationError(f"sinks must be one of {_SINK_POLICIES}, got {sinks!r}")
     spec = RunSpec(
@@ -111,6 +118,7 @@ def init(
         budget=budget,
         rank=rank,
         world_size=world_size,
+        step_interval=samples_step_interval,
     )
 
 
@@ -203,6 +211,7 @@ def _online_run(
     budget: float,
     rank: int,
     world_size: int,
+    step_interval: int,
 ) -> Run:
     if not settings.api_key:
         raise ConfigurationError("online mode needs an API key: pass api_key=... or set PRIME_API_KEY")
@@ -235,11 +244,17 @@ def _online_run(
     if spec.model:
         context["model"] = spec.model
 
-    exporters = _sink_exporters(spec, settings, identity, context, http, opted_out, sinks)
+    exporters = _sink_exporters(spec, settings, identity, context, http, opted_out, sinks, step_interval)
     pause = TRAINING_PAUSE_SECONDS if spec.kind == "train" else None
     slots = [SinkSlot(exporter, pause_seconds=pause, on_failure=notes.note_sink_failure) for exporter in exporters]
     resource = run_resource(identity)
     processor = RecordProcessor(slots, resource)
+    metrics = None
+    if spec.kind == "train":
+        writer = RftMetricsWriter(TrainingRunsAPI(http), identity.id)
+        metrics = StepMetricsUploader(
+            [SinkSlot(writer, pause_seconds=pause, on_failure=notes.note_sink_failure)], resource
+        )
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     provider.add_span_processor(processor)
 
@@ -259,6 +274,7 @@ def _online_run(
             finish_timeout=budget,
             backend=backend,
             processor=processor,
+            metrics=metrics,
             tracer_provider=provider,
             advertisement=advertisement,
             closers=[http.close],
@@ -274,6 +290,7 @@ def _sink_exporters(
     http: PlatformHTTP,
     opted_out: bool,
     sinks: SinkPolicy,
+    step_interval: int,
 ) -> list[RecordExporter]:
     traces = PrimeTracesExporter.for_run(
         run_id=identity.id,
@@ -285,12 +302,18 @@ def _sink_exporters(
     )
     if opted_out:
         traces.opt_out()
-    if spec.kind != "eval":
-        return [traces]
-    evaluations = EvaluationsAPI(http)
-    if sinks == "legacy":
-        return [EvalSamplesExporter(evaluations, identity.id)]
-    if sinks == "traces":
-        fallback = EvalSamplesExporter(evaluations, identity.id, write_only_when=lambda: traces.service_not_enabled)
-        return [traces, fallback]
-    return [traces, EvalSamplesExporter(evaluations, identity.id)]
+    only_without_traces = (lambda: traces.service_not_enabled) if sinks == "traces" else None
+    legacy: RecordExporter
+    if spec.kind == "eval":
+        legacy = EvalSamplesExporter(EvaluationsAPI(http), identity.id, write_only_when=only_without_traces)
+    else:
+        storage = ObjectStorage()
+        register_for_fork_reset(storage)
+        legacy = RftSamplesExporter(
+            TrainingRunsAPI(http),
+            storage,
+            identity.id,
+            step_interval=step_interval,
+            write_only_when=only_without_traces,
+        )
+    return [legacy] if sinks == "legacy" else [traces, legacy]

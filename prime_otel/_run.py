@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
 
+from opentelemetry.metrics import Meter
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Tracer
 
@@ -25,7 +26,7 @@ from ._report import DeliveryReport, SinkReport
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, RunStatus
 from .errors import RunFinishedError
 from .exporters.traces import PrimeTracesExporter
-from .processors import RecordProcessor
+from .processors import RecordProcessor, RunLifecycleProcessor, StepMetricsUploader, Uploader
 from .resources import RunAdvertisement, RunIdentity
 
 _logger = logging.getLogger("prime_otel")
@@ -48,6 +49,7 @@ class RunParts:
     finish_timeout: float = DEFAULT_FINISH_TIMEOUT_SECONDS
     backend: RunBackend | None = None
     processor: RecordProcessor | None = None
+    metrics: StepMetricsUploader | None = None
     tracer_provider: TracerProvider | None = None
     offline: OfflineRunWriter | None = None
     advertisement: RunAdvertisement | None = None
@@ -79,6 +81,9 @@ class Run:
         self._state_lock = threading.Lock()
         self._finish_lock = threading.RLock()
         self._report: DeliveryReport | None = None
+        self._final_error: str | None = None
+        if parts.tracer_provider is not None:
+            parts.tracer_provider.add_span_processor(RunLifecycleProcessor(self._close_run))
         self._atexit: AtexitHook | None = None
         self._signals: SignalChain | None = None
         if parts.mode != "disabled":
@@ -137,19 +142,26 @@ class Run:
         provider = self._parts.tracer_provider
         return provider.get_tracer(name) if provider is not None else None
 
+    def meter(self, name: str = "prime_otel.producer") -> Meter | None:
+        """A meter of the run's provider (training runs): what its instruments measure lands in the step's row."""
+        metrics = self._parts.metrics
+        return metrics.meter_provider.get_meter(name) if metrics is not None else None
+
+    @property
+    def _uploaders(self) -> list[Uploader]:
+        return [u for u in (self._parts.processor, self._parts.metrics) if u is not None]
+
     @property
     def errors(self) -> list[str]:
         return self._parts.notes.errors
 
     @property
     def dropped_records(self) -> int:
-        processor = self._parts.processor
-        return processor.dropped_records if processor is not None else 0
+        return sum(uploader.dropped_records for uploader in self._uploaders)
 
     @property
     def failed_records(self) -> dict[str, int]:
-        processor = self._parts.processor
-        return {slot.name: slot.failed for slot in processor.slots if slot.failed} if processor is not None else {}
+        return {slot.name: slot.failed for uploader in self._uploaders for slot in uploader.slots if slot.failed}
 
     def __repr__(self) -> str:
         return f"<Run id={self.id!r} mode={self.mode!r} status={self.status.value}>"
@@ -187,6 +199,8 @@ class Run:
         row.setdefault("_timestamp", time.time())
         if self._parts.offline is not None:
             self._parts.offline.write_metrics(row)
+        elif self._parts.metrics is not None:
+            self._parts.metrics.submit(row)
 
     def update_summary(self, values: Mapping[str, Any]) -> None:
         with self._state_lock:
@@ -204,8 +218,10 @@ class Run:
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait until everything logged so far was written; False when ``timeout`` passed first."""
-        processor = self._parts.processor
-        drained = processor.flush(timeout) if processor is not None else True
+        deadline = None if timeout is None else time.monotonic() + timeout
+        drained = all([uploader.flush(None if deadline is None else _left(deadline)) for uploader in self._uploaders])
+        if not drained:
+            _logger.warning("Run %s: flush did not drain within %s s", self.id, timeout)
         self._parts.notes.raise_held()
         return drained
 
@@ -247,18 +263,23 @@ class Run:
         self.status = status
         budget = parts.finish_timeout if timeout is None else max(0.0, timeout)
         deadline = time.monotonic() + budget
-        if parts.processor is not None and not parts.processor.flush(_left(deadline)):
+        drained = all([uploader.flush(_left(deadline)) for uploader in self._uploaders])
+        if not drained:
             _logger.warning(
                 "Run %s: uploads did not drain within %.0f s; the run is finalized anyway, the rest counted as lost",
                 self.id,
                 budget,
             )
+        if parts.metrics is not None:
+            parts.metrics.close(_left(deadline))
+        self._final_error = error
         if parts.processor is not None:
             parts.processor.shutdown_timeout = _left(deadline)
         if parts.tracer_provider is not None:
+            # Shuts the record processor down (drain, close), then the lifecycle processor closes the run.
             parts.tracer_provider.shutdown()
-        if self._owns_lifecycle:
-            self._close_on_platform(status, error)
+        else:
+            self._close_run()
         for close in parts.closers:
             self._quietly("closing a client", close)
         if self._atexit is not None:
@@ -271,6 +292,10 @@ class Run:
         self._warn_losses()
         if parts.print_report and parts.mode != "disabled":
             print(self._report.render(), file=sys.stderr)
+
+    def _close_run(self) -> None:
+        if self._owns_lifecycle:
+            self._close_on_platform(self.status, self._final_error)
 
     def _close_on_platform(self, status: RunStatus, error: str | None) -> None:
         parts = self._parts
@@ -328,20 +353,22 @@ class Run:
             self._parts.notes.note(what, exc)
 
     def _build_report(self) -> DeliveryReport:
-        processor = self._parts.processor
         sinks: list[SinkReport] = []
-        if processor is not None:
-            for slot in processor.slots:
+        for uploader in self._uploaders:
+            for slot in uploader.slots:
                 stats = slot.exporter.stats
                 state = "retired" if slot.retired else ("off" if not slot.exporter.enabled else "ok")
-                if slot.exporter.switched_off_quietly:
-                    state = "not enabled for this account"
+                if slot.paused:
+                    state = "paused"
+                reason = slot.exporter.quiet_off_reason
+                if reason:
+                    state = reason
                 sinks.append(
                     SinkReport(
                         sink=slot.name,
                         delivered=stats.delivered,
                         failed=slot.failed,
-                        dropped=processor.dropped_records,
+                        dropped=uploader.dropped_records,
                         skipped=stats.skipped,
                         requests=stats.requests,
                         bytes=stats.bytes,

@@ -6,6 +6,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -30,6 +31,22 @@ class SinkStats:
     requests: int = 0
     bytes: int = 0
     skipped: int = 0
+
+
+class Sink(Protocol):
+    """What a processor needs of a sink; ``write`` raises on loss (``SinkWriteError`` for a partial one)."""
+
+    name: str
+    enabled: bool
+    stats: SinkStats
+
+    def write(self, items: Sequence[Any]) -> None: ...
+    def flush(self) -> None: ...
+    def close(self) -> None: ...
+    def reset_after_fork(self) -> None: ...
+
+    @property
+    def quiet_off_reason(self) -> str | None: ...
 
 
 class RecordExporter(SpanExporter):
@@ -76,9 +93,9 @@ class RecordExporter(SpanExporter):
         """Drop (never close or flush) whatever the parent owns."""
 
     @property
-    def switched_off_quietly(self) -> bool:
-        """True when the sink disabled itself without loss (for example, traces outside the beta)."""
-        return False
+    def quiet_off_reason(self) -> str | None:
+        """Why the sink disabled itself without loss (for example, traces outside the beta), else None."""
+        return None
 
     def _count(self, delivered: int = 0, requests: int = 0, sent_bytes: int = 0, skipped: int = 0) -> None:
         with self._stats_lock:

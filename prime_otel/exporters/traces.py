@@ -73,8 +73,8 @@ class PrimeTracesExporter(RecordExporter):
         self.enabled = False
 
     @property
-    def switched_off_quietly(self) -> bool:
-        return self.service_not_enabled
+    def quiet_off_reason(self) -> str | None:
+        return "not enabled for this account" if self.service_not_enabled else None
 
     def write(self, spans: Sequence[ReadableSpan]) -> None:
         if not self.enabled or not spans:

@@ -58,6 +58,13 @@ class Authenticator:
             raise PlatformError(401, "Invalid or missing API key")
         return principal
 
+    def account_or_run(self, tokens: list[str] = _TOKENS) -> Principal:
+        """Public evaluation writes: the account key, or a hosted evaluation's own (sandbox) key."""
+        principal = self._identify(tokens)
+        if principal is None:
+            raise PlatformError(401, "Invalid or missing API key")
+        return principal
+
     def hosted(self, tokens: list[str] = _TOKENS) -> Principal:
         """Internal root: a hosted run's own token."""
         principal = self._identify(tokens)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import threading
 import time
@@ -169,6 +170,35 @@ class Database:
             (counter, count),
         ).fetchone()
         return int(row[0]) - count + 1
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise json.JSONDecodeError(f"{text} does not fit a finite number", text, 0)
+    return value
+
+
+def _refuse_constant(name: str) -> Any:
+    raise json.JSONDecodeError(f"{name} is not JSON", name, 0)
+
+
+def parse_json(data: str | bytes) -> Any:
+    """Strict JSON: no ``NaN``/``Infinity``, and no number that overflows to infinity (``1e999``).
+
+    Whatever is accepted can be stored and served again as standard JSON.
+    """
+    return json.loads(data, parse_constant=_refuse_constant, parse_float=_finite)
+
+
+def _finite_or_text(text: str) -> float | str:
+    value = float(text)
+    return value if math.isfinite(value) else text
+
+
+def parse_json_leniently(data: str | bytes) -> Any:
+    """For recordings of what was sent: non-standard numbers are kept as their text."""
+    return json.loads(data, parse_constant=str, parse_float=_finite_or_text)
 
 
 def dumps(value: Any) -> str:

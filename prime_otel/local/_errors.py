@@ -6,7 +6,6 @@ Platform and local routes answer FastAPI-style ``{"detail": ...}``; Prime Traces
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Literal
 
@@ -15,6 +14,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ._db import parse_json
 
 Service = Literal["platform", "traces", "objects", "local"]
 
@@ -120,19 +121,15 @@ def _location(error: Mapping[str, Any]) -> str:
     return ".".join(str(part) for part in error.get("loc", ()))
 
 
-def _refuse_constant(name: str) -> Any:
-    raise json.JSONDecodeError(f"{name} is not JSON", name, 0)
-
-
 class _StrictJSONRequest(Request):
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
-            self._json = json.loads(await self.body(), parse_constant=_refuse_constant)
+            self._json = parse_json(await self.body())
         return self._json
 
 
 class StrictJSONRoute(APIRoute):
-    """Refuses bare ``NaN``/``Infinity`` (not JSON) with 400 like any other malformed body."""
+    """Refuses bare ``NaN``/``Infinity`` and overflowing numbers with 400 like any other malformed body."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()

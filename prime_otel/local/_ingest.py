@@ -7,7 +7,6 @@ Limits apply to the uncompressed bytes; the digest is the SHA-256 of those same 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import time
 import zlib
@@ -15,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._db import dumps, iso
+from ._db import dumps, iso, parse_json
 from ._errors import TracesError
 from ._multipart import MultipartError, Part, parse_multipart
 from ._settings import Settings
@@ -156,7 +155,7 @@ def _gunzip(content: bytes, limit: int) -> bytes:
 
 def _metadata(part: Part) -> dict[str, Any]:
     try:
-        value = json.loads(part.content, parse_constant=_refuse_constant)
+        value = parse_json(part.content)
     except (ValueError, RecursionError) as exc:
         raise _reject("invalid_metadata", "metadata part is not a JSON object") from exc
     if not isinstance(value, dict):
@@ -169,10 +168,6 @@ def _metadata(part: Part) -> dict[str, Any]:
     if not isinstance(context, dict) or not all(isinstance(v, str) for v in context.values()):
         raise _reject("invalid_metadata", "metadata.context must map names to strings")
     return value
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
 
 
 class _LineSplitter:
@@ -201,7 +196,7 @@ def _parse_line(number: int, line: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise _reject("malformed_encoding", f"line {number} is not UTF-8") from exc
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = parse_json(text)
     except (ValueError, RecursionError) as exc:
         raise _reject("invalid_trace", f"line {number} is not valid JSON") from exc
     if not isinstance(value, dict):

@@ -44,9 +44,12 @@ def platform_routers(platform: Platform) -> list[APIRouter]:
     _hub_routes(public, platform)
     _evaluation_create_routes(public, platform)
     _external_run_create_routes(public, platform)
-    for router, caller in ((public, platform.auth.account), (internal, platform.auth.hosted)):
-        _evaluation_routes(router, platform, caller)
-        _rft_routes(router, platform, caller)
+    # A hosted evaluation writes through the public root with its sandbox key; a hosted training
+    # run only through the internal root.
+    _evaluation_routes(public, platform, platform.auth.account_or_run)
+    _evaluation_routes(internal, platform, platform.auth.hosted)
+    _rft_routes(public, platform, platform.auth.account)
+    _rft_routes(internal, platform, platform.auth.hosted)
     return [public, internal]
 
 

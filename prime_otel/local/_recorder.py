@@ -6,7 +6,6 @@ reset), so a client that has seen the answer always finds the record.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._db import Database, dumps, loads, now_iso
+from ._db import Database, dumps, loads, now_iso, parse_json_leniently
 from ._errors import service_for
 
 CAPTURE_LIMIT = 256 * 1024
@@ -97,7 +96,7 @@ def _decode_body(content_type: str, body: bytes, size: int) -> Any:
     kind = content_type.split(";", 1)[0].strip().lower()
     if size <= len(body) and (kind == "application/json" or kind.endswith("+json")):
         try:
-            return json.loads(body, parse_constant=str)
+            return parse_json_leniently(body)
         except (ValueError, RecursionError):
             return f"<{size} bytes, not JSON>"
     if kind == "application/json":

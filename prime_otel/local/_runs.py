@@ -79,10 +79,6 @@ class Run:
             details=loads(row["details"]),
         )
 
-    @property
-    def label(self) -> str:
-        return "Evaluation" if self.kind == "eval" else "Run"
-
 
 @dataclass(frozen=True)
 class NewRun:
@@ -240,10 +236,6 @@ class RunStore:
         return finalized
 
     # -- external training runs ----------------------------------------------
-
-    def require_train(self, run_id: str) -> Run:
-        with self._db.read() as conn:
-            return self._require(conn, run_id, "train")
 
     def set_train_status(self, run_id: str, status: str, error_message: str | None) -> Run:
         with self._db.write() as conn:

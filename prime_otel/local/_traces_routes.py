@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -10,6 +9,7 @@ from starlette.concurrency import run_in_threadpool
 
 from ._auth import Principal
 from ._context import Platform
+from ._db import parse_json_leniently
 from ._errors import TracesError
 from ._ingest import Upload, UploadReader
 from ._recorder import CAPTURE_LIMIT, note_body, note_runs
@@ -138,6 +138,6 @@ def _recorded_upload(upload: Upload) -> dict[str, Any]:
 
 def _decoded(line: bytes) -> Any:
     try:
-        return json.loads(line, parse_constant=str)
+        return parse_json_leniently(line)
     except (ValueError, RecursionError):
         return line.decode("utf-8", errors="replace")

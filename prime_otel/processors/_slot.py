@@ -6,11 +6,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-
-from opentelemetry.sdk.trace import ReadableSpan
+from typing import Any
 
 from ..errors import is_record_rejection, is_transient
-from ..exporters._base import RecordExporter, SinkWriteError
+from ..exporters._base import Sink, SinkWriteError
 
 _logger = logging.getLogger(__name__)
 
@@ -30,7 +29,7 @@ class SinkSlot:
 
     def __init__(
         self,
-        exporter: RecordExporter,
+        exporter: Sink,
         *,
         pause_seconds: float | None = None,
         on_failure: FailureListener | None = None,
@@ -54,7 +53,7 @@ class SinkSlot:
     def paused(self) -> bool:
         return self._cooldown_until is not None
 
-    def dispatch(self, spans: Sequence[ReadableSpan]) -> None:
+    def dispatch(self, spans: Sequence[Any]) -> None:
         self._revive_if_cooled_down()
         if not self.exporter.enabled:
             if self.retired:

@@ -16,16 +16,6 @@ FIXTURES = Path(__file__).parent.parent / "fixtures"
 CONFIG_TEXT = '[eval]\nenvironment = "gsm8k"\nrollouts_per_example = 1\n'
 
 
-@pytest.fixture
-def platform_env(local_platform: LocalPlatform, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> LocalPlatform:
-    monkeypatch.setenv("HOME", str(tmp_path))
-    for name, value in local_platform.env.items():
-        monkeypatch.setenv(name, value)
-    for name in ("PRIME_RUN_ID", "PRIME_RUN_OWNER_PID", "PRIME_RUN_KIND", "PRIME_TEAM_ID", "PRIME_RUNS_MODE"):
-        monkeypatch.delenv(name, raising=False)
-    return local_platform
-
-
 def _fixture_samples() -> list[dict[str, Any]]:
     return json.loads((FIXTURES / "eval" / "samples.json").read_text())["samples"]  # type: ignore[no-any-return]
 

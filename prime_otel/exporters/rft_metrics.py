@@ -1,0 +1,135 @@
+"""Training metrics: one OpenTelemetry collection per step becomes one ``POST /rft/metrics`` row.
+
+Every instrument is aggregated with DELTA temporality, so a collection holds exactly what was measured
+since the previous step (CUMULATIVE would re-send every past step). The row is posted by a sink behind
+the metrics uploader's own thread, so a slow sample upload never holds a step's metrics back.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry.sdk.metrics import (
+    Counter,
+    Histogram,
+    ObservableCounter,
+    ObservableGauge,
+    ObservableUpDownCounter,
+    UpDownCounter,
+    _Gauge,
+)
+from opentelemetry.sdk.metrics.export import (
+    AggregationTemporality,
+    HistogramDataPoint,
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+    NumberDataPoint,
+)
+
+from ..client import TrainingRunsAPI
+from ..errors import is_record_rejection, is_transient
+from ._base import SinkStats, SinkWriteError
+
+_DELTA = AggregationTemporality.DELTA
+_ALL_DELTA: dict[type, AggregationTemporality] = {
+    Counter: _DELTA,
+    UpDownCounter: _DELTA,
+    Histogram: _DELTA,
+    _Gauge: _DELTA,
+    ObservableCounter: _DELTA,
+    ObservableUpDownCounter: _DELTA,
+    ObservableGauge: _DELTA,
+}
+
+
+class StepRowExporter(MetricExporter):
+    """Turns one collection into one row: ``{name: value}``; a histogram contributes its mean."""
+
+    def __init__(self) -> None:
+        super().__init__(preferred_temporality=_ALL_DELTA)
+        self._lock = threading.Lock()
+        self._row: dict[str, float] = {}
+
+    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
+        row: dict[str, float] = {}
+        for resource_metrics in metrics_data.resource_metrics:
+            for scope_metrics in resource_metrics.scope_metrics:
+                for metric in scope_metrics.metrics:
+                    for point in metric.data.data_points:
+                        value = _point_value(point)
+                        if value is not None:
+                            row[metric.name] = value
+        with self._lock:
+            self._row.update(row)
+        return MetricExportResult.SUCCESS
+
+    def take_row(self) -> dict[str, float]:
+        with self._lock:
+            row, self._row = self._row, {}
+        return row
+
+    def force_flush(self, timeout_millis: float = 10_000) -> bool:
+        return True
+
+    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
+        return None
+
+
+def _point_value(point: Any) -> float | None:
+    if isinstance(point, NumberDataPoint):
+        value = float(point.value)
+    elif isinstance(point, HistogramDataPoint):
+        if not point.count:
+            return None
+        value = point.sum / point.count
+    else:
+        return None
+    return value if math.isfinite(value) else None
+
+
+class RftMetricsWriter:
+    """The ``rft_metrics`` sink: one replayable request per row (the platform keeps one row per step)."""
+
+    name = "rft_metrics"
+
+    def __init__(self, api: TrainingRunsAPI, run_id: str) -> None:
+        self.enabled = True
+        self.stats = SinkStats()
+        self._api = api
+        self._run_id = run_id
+
+    @property
+    def quiet_off_reason(self) -> str | None:
+        return None
+
+    def write(self, items: Sequence[Any]) -> None:
+        lost = 0
+        reported: BaseException | None = None
+        for position, row in enumerate(items):
+            try:
+                if not isinstance(row, Mapping):
+                    raise TypeError(f"a metrics row must be a mapping, got {type(row).__name__}")
+                self._api.post_metrics(self._run_id, row)
+            except Exception as exc:
+                lost += 1
+                if is_record_rejection(exc) or is_transient(exc):
+                    reported = exc if reported is None or is_transient(exc) else reported
+                    continue
+                raise SinkWriteError(exc, lost + len(items) - position - 1) from exc
+            self.stats.delivered += 1
+            self.stats.requests += 1
+        if reported is not None:
+            raise SinkWriteError(reported, lost)
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def reset_after_fork(self) -> None:
+        return None

@@ -1,0 +1,63 @@
+"""The metrics uploader: ``log_metrics`` rows, collected through an OpenTelemetry meter, one export per step.
+
+``log_metrics`` only queues the cleaned values (a few µs on the caller's thread). The uploader thread
+records them into gauges of the run's meter, collects once, and merges what the producer's own
+instruments measured since the previous step into the same row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry.metrics import Meter
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+
+from ..exporters.rft_metrics import StepRowExporter
+from ._slot import SinkSlot
+from ._uploader import Uploader
+
+_METRICS = "metrics"
+
+
+class StepMetricsUploader(Uploader):
+    """Owns the run's ``MeterProvider``; exports happen only when a step is logged (no periodic thread)."""
+
+    def __init__(self, slots: Sequence[SinkSlot], resource: Resource) -> None:
+        super().__init__(slots, thread_name="prime-otel-metrics")
+        self._rows = StepRowExporter()
+        self._reader = PeriodicExportingMetricReader(self._rows, export_interval_millis=math.inf)
+        self.meter_provider = MeterProvider(resource=resource, metric_readers=[self._reader], shutdown_on_exit=False)
+        self._meter: Meter = self.meter_provider.get_meter("prime_otel.run")
+        self._gauges: dict[str, Any] = {}
+
+    def submit(self, row: dict[str, Any]) -> bool:
+        return self._put(_METRICS, [row])
+
+    def _deliver(self, items: list[Any]) -> None:
+        rows = [self._collect_step(values) for values in items]
+        self._dispatch_to_slots(rows)
+
+    def _collect_step(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        extra = {}
+        for name, value in values.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and name not in ("step", "_timestamp"):
+                self._gauge(name).set(value)
+            else:
+                extra[name] = value
+        self._reader.collect()
+        return {**self._rows.take_row(), **extra}
+
+    def _gauge(self, name: str) -> Any:
+        gauge = self._gauges.get(name)
+        if gauge is None:
+            gauge = self._gauges[name] = self._meter.create_gauge(name)
+        return gauge
+
+    def close(self, timeout: float | None = 30.0) -> bool:
+        closed = super().close(timeout)
+        self.meter_provider.shutdown()
+        return closed
