@@ -60,9 +60,14 @@ class OfflineRunWriter:
         self.bytes_written = 0
         self._rollout_numbers: dict[Any, int] = {}
         folder.mkdir(parents=True, exist_ok=True)
+        existing = folder / RUN_FILE
+        self._document: dict[str, Any] = json.loads(existing.read_text(encoding="utf-8")) if existing.exists() else {}
 
-    def write_run_document(self, document: Mapping[str, Any]) -> None:
-        write_json_atomically(self.folder / RUN_FILE, {**document, "updated_at": time.time()})
+    def write_run_document(self, changes: Mapping[str, Any]) -> None:
+        """Merge ``changes`` into ``run.json`` (rewritten atomically, so a reader never sees half a document)."""
+        self._document.update(changes)
+        self._document["updated_at"] = time.time()
+        write_json_atomically(self.folder / RUN_FILE, self._document)
 
     def write_records(self, records: Iterable[Any]) -> None:
         for record in records:

@@ -15,8 +15,27 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     local_cli.add_arguments(commands.add_parser("local", help="serve the local Prime platform"))
 
+    sync = commands.add_parser("sync", help="upload an offline run folder and close the run with its recorded status")
+    sync.add_argument("folder", help="the offline run's folder, e.g. ./prime-runs/offline-<id>")
+    sync.add_argument("--api-key", default=None, help="default: PRIME_API_KEY or ~/.prime/config.json")
+    sync.add_argument("--base-url", default=None, help="default: PRIME_API_BASE_URL or ~/.prime/config.json")
+    sync.set_defaults(handler=_sync)
+
     args = parser.parse_args(argv)
     return int(args.handler(args) or 0)
+
+
+def _sync(args: argparse.Namespace) -> int:
+    from ._sync import sync_offline_run
+    from .errors import PrimeRunsError, PrimeTracesError
+
+    try:
+        result = sync_offline_run(args.folder, api_key=args.api_key, base_url=args.base_url)
+    except (PrimeRunsError, PrimeTracesError) as exc:
+        print(f"prime-otel sync: {exc}", file=sys.stderr)
+        return 1
+    print(result.render())
+    return 2 if result.possibly_missing else 0
 
 
 if __name__ == "__main__":
