@@ -17,10 +17,13 @@ def _seed_records(kind: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def _vary(record: dict[str, Any], index: int, rng: random.Random) -> dict[str, Any]:
+def _vary(record: dict[str, Any], index: int, rng: random.Random, step: int | None) -> dict[str, Any]:
     varied = copy.deepcopy(record)
     varied["id"] = uuid.uuid4().hex
-    varied.pop("run", None)
+    if step is None:
+        varied.pop("run", None)
+    else:
+        varied["run"]["work"]["step"] = step
     for trace in varied["traces"]:
         trace["id"] = uuid.uuid4().hex
         trace["task"]["data"]["idx"] = index // 4
@@ -30,8 +33,9 @@ def _vary(record: dict[str, Any], index: int, rng: random.Random) -> dict[str, A
     return varied
 
 
-def make_episodes(count: int, *, kind: str = "eval", seed: int = 7) -> list[Any]:
-    """``count`` episodes as verifiers ``WireEpisode`` objects (four rollouts per example)."""
+def make_episodes(count: int, *, kind: str = "eval", seed: int = 7, step: int | None = None) -> list[Any]:
+    """``count`` episodes as verifiers ``WireEpisode`` objects (four rollouts per example); training episodes
+    carry the producer's run block with ``work.step`` set to ``step``."""
     from pydantic import TypeAdapter
     from verifiers.v1 import WireEpisode, WireTrace
 
@@ -40,7 +44,7 @@ def make_episodes(count: int, *, kind: str = "eval", seed: int = 7) -> list[Any]
     seeds = _seed_records(kind)
     episodes = []
     for index in range(count):
-        record = _vary(seeds[index % len(seeds)], index, rng)
+        record = _vary(seeds[index % len(seeds)], index, rng, step)
         episode = WireEpisode.model_validate({**record, "traces": []})
         episode.traces = [trace_adapter.validate_python(trace) for trace in record["traces"]]
         episodes.append(episode)

@@ -23,14 +23,18 @@ def main() -> int:
         env = {**os.environ, **platform.env}
         with tempfile.TemporaryDirectory() as home:
             env["HOME"] = home  # the demo must not pick up a real ~/.prime/config.json
-            result = subprocess.run([sys.executable, str(HERE / "eval.py")], env=env, check=False)
+            env["PRIME_TEAM_ID"] = "team_local"
+            codes = [
+                subprocess.run([sys.executable, str(HERE / script)], env=env, check=False).returncode
+                for script in ("eval.py", "train.py")
+            ]
         print(f"\nLocal platform viewer: {platform.url}/  (the key is in {data_dir / 'api-key'})")
         if sys.stdin.isatty():
             print("Serving until Ctrl-C ...")
             with contextlib.suppress(KeyboardInterrupt):
                 while True:
                     time.sleep(3600)
-        return result.returncode
+        return max(codes)
     finally:
         platform.stop()
 

@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+TIMEOUT = 30.0
 
 
 def fixture_json(relative: str) -> Any:

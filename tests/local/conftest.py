@@ -7,6 +7,8 @@ import pytest
 
 from prime_otel.testing import LocalPlatform, start_local_platform
 
+from ._helpers import TIMEOUT
+
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPlatform]:
@@ -25,11 +27,13 @@ def _restore(request: pytest.FixtureRequest) -> Iterator[None]:
 @pytest.fixture
 def api(server: LocalPlatform) -> Iterator[httpx.Client]:
     """The account key, as the SDK sends it."""
-    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {server.api_key}"}, timeout=30) as client:
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {server.api_key}"}, timeout=TIMEOUT
+    ) as client:
         yield client
 
 
 @pytest.fixture
 def anonymous(server: LocalPlatform) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=30) as client:
+    with httpx.Client(base_url=server.url, timeout=TIMEOUT) as client:
         yield client

@@ -9,7 +9,7 @@ import httpx
 
 from prime_otel.testing import LocalPlatform
 
-from ._helpers import create_eval, create_train, jsonl, upload
+from ._helpers import TIMEOUT, create_eval, create_train, jsonl, upload
 
 WORKERS = 8
 
@@ -20,7 +20,7 @@ def test_concurrent_appends_merges_and_uploads_all_land(api: httpx.Client, serve
     headers = {"Authorization": f"Bearer {server.api_key}"}
 
     def work(i: int) -> list[int]:
-        with httpx.Client(base_url=server.url, headers=headers, timeout=30) as client:
+        with httpx.Client(base_url=server.url, headers=headers, timeout=TIMEOUT) as client:
             samples = client.post(f"/api/v1/evaluations/{evaluation_id}/samples", json={"samples": [{"i": i}] * 3})
             metrics = client.post("/api/v1/rft/metrics", json={"run_id": run_id, "metrics": {f"m{i}": i, "step": 1}})
             trace = {"id": uuid.uuid4().hex, "run": {"id": evaluation_id, "type": "eval"}}

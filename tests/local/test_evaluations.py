@@ -49,7 +49,15 @@ def test_create_without_a_name_is_422(api: httpx.Client) -> None:
     assert "detail" in response.json()
 
 
-@pytest.mark.parametrize("raw", [b'{"name": "x",', b'{"name": NaN, "environments": [{"id": "e"}]}', b"\xff\xfe"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"name": "x",',
+        b'{"name": NaN, "environments": [{"id": "e"}]}',
+        b'{"name": "x", "environments": [{"id": "e"}], "metadata": {"big": 1e999}}',
+        b"\xff\xfe",
+    ],
+)
 def test_malformed_json_is_400(api: httpx.Client, raw: bytes) -> None:
     response = api.post("/api/v1/evaluations/", content=raw, headers={"Content-Type": "application/json"})
     assert response.status_code == 400

@@ -7,7 +7,7 @@ import pytest
 
 from prime_otel.testing import LocalPlatform
 
-from ._helpers import create_eval, create_train, jsonl, upload, wait_until
+from ._helpers import TIMEOUT, create_eval, create_train, jsonl, upload, wait_until
 
 CREATE = "/api/v1/evaluations/"
 BODY = {"name": "faulted", "environments": [{"id": "e"}]}
@@ -109,6 +109,7 @@ def test_the_rules_are_listed_and_cleared(server: LocalPlatform) -> None:
         f"{server.url}/_local/faults",
         json={"rules": [{"action": "delay", "delay_s": 0.1}, {"action": "rate_limit", "times": 3}]},
         headers={"Authorization": f"Bearer {server.api_key}"},
+        timeout=TIMEOUT,
     )
     assert [rule["action"] for rule in response.json()] == ["fail_before", "delay", "rate_limit"]
     server.inspect.clear_faults()

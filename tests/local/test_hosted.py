@@ -9,7 +9,7 @@ import pytest
 
 from prime_otel.testing import LocalPlatform
 
-from ._helpers import FIXTURES, fixture_json
+from ._helpers import FIXTURES, TIMEOUT, fixture_json
 
 
 @pytest.fixture
@@ -22,7 +22,7 @@ def internal(server: LocalPlatform, hosted_train: dict[str, str]) -> Iterator[ht
     """What a hosted run's SDK sends: the token as Bearer and as x-api-key, under /api/internal."""
     token = hosted_train["token"]
     headers = {"Authorization": f"Bearer {token}", "x-api-key": token}
-    with httpx.Client(base_url=f"{server.url}/api/internal", headers=headers, timeout=30) as client:
+    with httpx.Client(base_url=f"{server.url}/api/internal", headers=headers, timeout=TIMEOUT) as client:
         yield client
 
 
@@ -32,7 +32,9 @@ def test_an_attached_training_run_works_through_the_internal_root(
     run_id = hosted_train["id"]
     assert internal.post("/rft/metrics", json={"run_id": run_id, "metrics": {"loss": 1, "step": 1}}).status_code == 200
     presigned = internal.post("/rft/samples/presign", json={"run_id": run_id, "step": 1}).json()["data"]
-    put = httpx.put(presigned["presignedUrl"], content=(FIXTURES / "train/step-10.parquet").read_bytes())
+    put = httpx.put(
+        presigned["presignedUrl"], content=(FIXTURES / "train/step-10.parquet").read_bytes(), timeout=TIMEOUT
+    )
     assert put.status_code == 200
     confirm = {"run_id": run_id, "step": 1, "s3_key": presigned["s3Key"]}
     assert internal.post("/rft/samples/confirm", json=confirm).status_code == 200
@@ -48,6 +50,7 @@ def test_the_token_alone_in_x_api_key_is_enough(server: LocalPlatform, hosted_tr
         f"{server.url}/api/internal/rft/metrics",
         json={"run_id": hosted_train["id"], "metrics": {"step": 3}},
         headers={"x-api-key": hosted_train["token"]},
+        timeout=TIMEOUT,
     )
     assert response.status_code == 200
 
@@ -88,6 +91,7 @@ def test_the_account_key_is_not_a_run_token(server: LocalPlatform, hosted_train:
         f"{server.url}/api/internal/rft/metrics",
         json={"run_id": hosted_train["id"], "metrics": {"step": 1}},
         headers={"x-api-key": server.api_key},
+        timeout=TIMEOUT,
     )
     assert response.status_code == 401
 
@@ -95,7 +99,7 @@ def test_the_account_key_is_not_a_run_token(server: LocalPlatform, hosted_train:
 def test_a_hosted_evaluation_takes_samples_updates_and_finalize_but_no_status(server: LocalPlatform) -> None:
     hosted = server.inspect.hosted_run("eval", name="hosted-eval")
     evaluation_id, token = hosted["id"], hosted["token"]
-    with httpx.Client(base_url=f"{server.url}/api/internal", headers={"x-api-key": token}, timeout=30) as client:
+    with httpx.Client(base_url=f"{server.url}/api/internal", headers={"x-api-key": token}, timeout=TIMEOUT) as client:
         pushed = client.post(f"/evaluations/{evaluation_id}/samples", json=fixture_json("eval/samples.json"))
         assert pushed.json()["samples_pushed"] == 3
         assert client.put(f"/evaluations/{evaluation_id}", json={"metrics": {"avg_reward": 1.0}}).status_code == 200
@@ -105,3 +109,19 @@ def test_a_hosted_evaluation_takes_samples_updates_and_finalize_but_no_status(se
     snapshot = server.inspect.run(evaluation_id)
     assert (snapshot["kind"], snapshot["hosted"], snapshot["num_samples"]) == ("eval", True, 3)
     assert snapshot["status"] in ("PROCESSING", "COMPLETED")
+
+
+def test_a_hosted_evaluation_writes_through_the_public_root_with_its_sandbox_key(server: LocalPlatform) -> None:
+    hosted = server.inspect.hosted_run("eval")
+    evaluation_id = hosted["id"]
+    other = server.inspect.hosted_run("eval")["id"]
+    with httpx.Client(
+        base_url=f"{server.url}/api/v1", headers={"Authorization": f"Bearer {hosted['token']}"}
+    ) as client:
+        assert client.post(f"/evaluations/{evaluation_id}/samples", json={"samples": [{"a": 1}]}).status_code == 200
+        assert client.put(f"/evaluations/{evaluation_id}", json={"metrics": {"avg_reward": 0.5}}).status_code == 200
+        assert client.put(f"/evaluations/{evaluation_id}", json={"status": "FAILED"}).status_code in (400, 404)
+        assert client.post(f"/evaluations/{other}/samples", json={"samples": [{"a": 1}]}).status_code == 404
+        assert client.post(f"/evaluations/{evaluation_id}/finalize", json={"metrics": {}}).status_code == 200
+    assert server.inspect.run(evaluation_id)["num_samples"] == 1
+    assert server.inspect.run(other)["num_samples"] == 0

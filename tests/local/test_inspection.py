@@ -7,7 +7,7 @@ import pytest
 
 from prime_otel.testing import LocalPlatform
 
-from ._helpers import FIXTURES, create_eval, create_train, fixture_json, jsonl, upload
+from ._helpers import FIXTURES, TIMEOUT, create_eval, create_train, fixture_json, jsonl, upload
 
 LIST_KEYS = {"id", "kind", "name", "status", "created_at", "model", "num_samples", "num_episodes", "num_traces"}
 DETAIL_KEYS = LIST_KEYS | {
@@ -98,7 +98,9 @@ def test_requests_can_be_filtered_by_run_and_show_decoded_uploads(api: httpx.Cli
     run_id = create_train(api)
     presigned = api.post("/api/v1/rft/samples/presign", json={"run_id": run_id, "step": 1}).json()["data"]
     parquet = (FIXTURES / "train/step-10.parquet").read_bytes()
-    httpx.put(presigned["presignedUrl"], content=parquet, headers={"Content-Type": "application/parquet"})
+    httpx.put(
+        presigned["presignedUrl"], content=parquet, headers={"Content-Type": "application/parquet"}, timeout=TIMEOUT
+    )
     trace = {"id": f"{run_id}-trace", "run": {"id": run_id, "type": "train"}}
     upload(api, jsonl([trace]), episodes=False, team="team_abc")
     recorded = server.inspect.requests(run_id=run_id)

@@ -12,7 +12,7 @@ import pytest
 
 from prime_otel.testing import LocalPlatform, start_local_platform
 
-from ._helpers import create_eval, create_train
+from ._helpers import TIMEOUT, create_eval, create_train
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,9 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPlatform]
 
 @pytest.fixture
 def client(limited: LocalPlatform) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=limited.url, headers={"Authorization": f"Bearer {limited.api_key}"}) as client:
+    with httpx.Client(
+        base_url=limited.url, headers={"Authorization": f"Bearer {limited.api_key}"}, timeout=TIMEOUT
+    ) as client:
         yield client
 
 
@@ -55,6 +57,7 @@ def test_metrics_beyond_the_limit_get_429_and_other_tokens_are_counted_apart(
         f"{limited.url}/api/internal/rft/metrics",
         json={"run_id": hosted["id"], "metrics": {"step": 0}},
         headers={"x-api-key": hosted["token"]},
+        timeout=TIMEOUT,
     )
     assert response.status_code == 200
 

@@ -10,7 +10,7 @@ import pytest
 
 from prime_otel.testing import LocalPlatform
 
-from ._helpers import FIXTURES, create_train, fixture_json
+from ._helpers import FIXTURES, TIMEOUT, create_train, fixture_json
 
 PARQUET = (FIXTURES / "train/step-10.parquet").read_bytes()
 
@@ -23,7 +23,12 @@ def _presign(api: httpx.Client, run_id: str, step: int) -> dict[str, object]:
 
 def _store(api: httpx.Client, run_id: str, step: int, *, confirm: bool = True) -> str:
     presigned = _presign(api, run_id, step)
-    put = httpx.put(str(presigned["presignedUrl"]), content=PARQUET, headers={"Content-Type": "application/parquet"})
+    put = httpx.put(
+        str(presigned["presignedUrl"]),
+        content=PARQUET,
+        headers={"Content-Type": "application/parquet"},
+        timeout=TIMEOUT,
+    )
     assert put.status_code == 200
     key = str(presigned["s3Key"])
     if confirm:
@@ -198,7 +203,7 @@ def test_an_expired_url_is_403_and_stores_nothing(api: httpx.Client, server: Loc
     url = str(presigned["presignedUrl"])
     expires = int(parse_qs(urlsplit(url).query)["expires"][0])
     time.sleep(max(0.0, expires - time.time()) + 0.05)
-    assert httpx.put(url, content=PARQUET).status_code == 403
+    assert httpx.put(url, content=PARQUET, timeout=TIMEOUT).status_code == 403
     body = {"run_id": run_id, "step": 1, "s3_key": presigned["s3Key"]}
     assert api.post("/api/v1/rft/samples/confirm", json=body).status_code == 400
 
@@ -207,8 +212,8 @@ def test_a_forged_signature_or_a_swapped_key_is_403(api: httpx.Client) -> None:
     run_id = create_train(api)
     url = str(_presign(api, run_id, 1)["presignedUrl"])
     forged = url[:-4] + ("0000" if not url.endswith("0000") else "1111")
-    assert httpx.put(forged, content=PARQUET).status_code == 403
+    assert httpx.put(forged, content=PARQUET, timeout=TIMEOUT).status_code == 403
     other_key = str(_presign(api, run_id, 2)["s3Key"])
     swapped = url.replace(urlsplit(url).path, f"/_objects/{other_key}")
-    assert httpx.put(swapped, content=PARQUET).status_code == 403
-    assert httpx.put(url.split("?")[0], content=PARQUET).status_code == 403
+    assert httpx.put(swapped, content=PARQUET, timeout=TIMEOUT).status_code == 403
+    assert httpx.put(url.split("?")[0], content=PARQUET, timeout=TIMEOUT).status_code == 403

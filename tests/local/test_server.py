@@ -17,13 +17,13 @@ from prime_otel.local._cli import build_parser
 from prime_otel.local._viewer import VIEWER_DIR
 from prime_otel.testing import LocalPlatform
 
-from ._helpers import FIXTURES, create_eval, create_train, fixture_json, wait_until
+from ._helpers import FIXTURES, TIMEOUT, create_eval, create_train, fixture_json, wait_until
 
 BANNER = re.compile(r"^Prime local platform: (http://127\.0\.0\.1:\d+)  \(viewer: \1/#key=(\S+)\)$")
 
 
 def _client(platform: LocalPlatform) -> httpx.Client:
-    return httpx.Client(base_url=platform.url, headers={"Authorization": f"Bearer {platform.api_key}"}, timeout=30)
+    return httpx.Client(base_url=platform.url, headers={"Authorization": f"Bearer {platform.api_key}"}, timeout=TIMEOUT)
 
 
 def test_restart_on_the_same_data_keeps_every_run_and_the_key(local_platform: LocalPlatform) -> None:
@@ -34,7 +34,7 @@ def test_restart_on_the_same_data_keeps_every_run_and_the_key(local_platform: Lo
         run_id = create_train(api)
         api.post("/api/v1/rft/metrics", json={"run_id": run_id, "metrics": {"loss": 1, "step": 1}})
         presigned = api.post("/api/v1/rft/samples/presign", json={"run_id": run_id, "step": 1}).json()["data"]
-        httpx.put(presigned["presignedUrl"], content=(FIXTURES / "train/step-10.parquet").read_bytes())
+        httpx.put(presigned["presignedUrl"], content=(FIXTURES / "train/step-10.parquet").read_bytes(), timeout=TIMEOUT)
         api.post("/api/v1/rft/samples/confirm", json={"run_id": run_id, "step": 1, "s3_key": presigned["s3Key"]})
         api.post(f"/api/v1/evaluations/{evaluation_id}/finalize", json={"metrics": {"avg_reward": 1}})
     before = {run["id"]: run for run in local_platform.inspect.runs()}
@@ -102,10 +102,10 @@ def test_the_cli_serves_until_interrupted(tmp_path: Path) -> None:
         [*command, "--ready-file", str(ready)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=tmp_path
     )
     try:
-        assert wait_until(ready.exists, timeout=30)
+        assert wait_until(ready.exists, timeout=TIMEOUT)
         info = json.loads(ready.read_text())
         assert info["pid"] == process.pid
-        response = httpx.get(f"{info['url']}/_local/runs", headers={"x-api-key": info["api_key"]})
+        response = httpx.get(f"{info['url']}/_local/runs", headers={"x-api-key": info["api_key"]}, timeout=TIMEOUT)
         assert response.json() == []
         os.kill(process.pid, signal.SIGINT)
         assert process.wait(timeout=15) == 0
@@ -128,3 +128,8 @@ def test_the_viewer_is_served_at_the_root_and_for_run_links(server: LocalPlatfor
     assert anonymous.get("/").text == index
     assert anonymous.get("/runs/eval-anything").text == index
     assert anonymous.get("/no-such-file.js").status_code == 404
+    for asset in sorted(path for path in VIEWER_DIR.rglob("*") if path.is_file())[:5]:
+        response = anonymous.get("/" + asset.relative_to(VIEWER_DIR).as_posix())
+        assert (response.status_code, response.content) == (200, asset.read_bytes())
+    assert anonymous.get("/api/v1/unknown").json() == {"detail": "Not Found"}
+    assert anonymous.post("/api/v1/traces/x/y").json()["error"]["code"] == "not_found"

@@ -12,7 +12,7 @@ import pytest
 
 from prime_otel.testing import LocalPlatform
 
-from ._helpers import create_eval, digest_key, fixture_json, jsonl, upload
+from ._helpers import TIMEOUT, create_eval, digest_key, fixture_json, jsonl, upload
 
 
 def _episodes(run_id: str) -> list[dict[str, Any]]:
@@ -184,6 +184,7 @@ def test_duplicate_ids_within_one_upload_are_refused(api: httpx.Client) -> None:
         (b'["a list"]\n', False, "invalid_trace"),
         (b'{"no_id": 1}\n', False, "invalid_trace"),
         (b'{"id": "t", "reward": NaN}\n', False, "invalid_trace"),
+        (b'{"id": "t", "reward": 1e999}\n', False, "invalid_trace"),
         (b'{"id": "\xff"}\n', False, "malformed_encoding"),
         (b'{"id": "e", "traces": [1]}\n', True, "invalid_trace"),
         (json.dumps({"id": "e" * 300, "traces": []}).encode() + b"\n", True, "episode_id_too_long"),
@@ -248,7 +249,9 @@ def test_uploads_are_refused_with_service_not_enabled_when_traces_are_off(
 
 def test_a_hosted_run_token_may_upload_but_not_read(server: LocalPlatform) -> None:
     hosted = server.inspect.hosted_run("eval")
-    with httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {hosted['token']}"}) as client:
+    with httpx.Client(
+        base_url=server.url, headers={"Authorization": f"Bearer {hosted['token']}"}, timeout=TIMEOUT
+    ) as client:
         assert upload(client, jsonl([_trace(hosted["id"])]), episodes=False).status_code == 200
         refused = client.get("/api/v1/traces", params={"run_id": hosted["id"]})
         assert refused.status_code == 403
