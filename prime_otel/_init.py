@@ -20,8 +20,9 @@ from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run, RunParts
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, SinkPolicy, TrainingSpec
 from .client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI
 from .errors import ConfigurationError
-from .exporters._base import RecordExporter
+from .exporters._base import RecordExporter, Sink
 from .exporters.eval_samples import EvalSamplesExporter
+from .exporters.otlp import OtlpMetricsSink, OtlpRecordSink, default_metric_exporter, default_span_exporter
 from .exporters.rft_metrics import RftMetricsWriter
 from .exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSamplesExporter
 from .exporters.traces import PrimeTracesExporter
@@ -32,6 +33,8 @@ _logger = logging.getLogger("prime_otel")
 
 _KINDS = ("eval", "train")
 _SINK_POLICIES = ("dual", "traces", "legacy")
+_TRANSPORTS = ("direct", "otlp")
+TRANSPORT_ENV = "PRIME_OTEL_TRANSPORT"
 
 
 def init(
@@ -55,6 +58,7 @@ def init(
     traces_opt_out: bool | None = None,
     sinks: SinkPolicy = "dual",
     samples_step_interval: int = DEFAULT_STEP_INTERVAL,
+    transport: str | None = None,
 ) -> Run:
     """Open a run on the Prime platform (or join the one this process inherited) and return its handle.
 
@@ -63,6 +67,10 @@ def init(
     the Prime Traces beta; ``"legacy"`` writes to the legacy table only (the eval sample table, or the
     training run's Parquet step objects). ``samples_step_interval``: training runs upload the Parquet
     samples of every n-th dispatch step.
+
+    ``transport``: ``"direct"`` (default) uploads from this process; ``"otlp"`` sends records, step metrics
+    and a ``run.end`` marker over OTLP (``OTEL_EXPORTER_OTLP_*``) to a Collector and prime-otel gateways,
+    which write the platform sinks and close the run. Also read from ``PRIME_OTEL_TRANSPORT``.
     """
     settings = resolve_settings(api_key=api_key, team_id=team_id, base_url=base_url)
     if kind not in _KINDS:
@@ -71,6 +79,9 @@ def init(
         raise ConfigurationError("training=... describes a training run; pass kind='train' with it")
     if on_error not in ("warn", "raise"):
         raise ConfigurationError(f"on_error must be 'warn' or 'raise', got {on_error!r}")
+    resolved_transport = (transport or os.environ.get(TRANSPORT_ENV) or "direct").strip().lower()
+    if resolved_transport not in _TRANSPORTS:
+        raise ConfigurationError(f"transport must be one of {_TRANSPORTS}, got {resolved_transport!r}")
     if samples_step_interval < 1:
         raise ConfigurationError(f"samples_step_interval must be at least 1, got {samples_step_interval}")
     if sinks not in _SINK_POLICIES:
@@ -119,6 +130,7 @@ def init(
         rank=rank,
         world_size=world_size,
         step_interval=samples_step_interval,
+        transport=resolved_transport,
     )
 
 
@@ -212,6 +224,7 @@ def _online_run(
     rank: int,
     world_size: int,
     step_interval: int,
+    transport: str,
 ) -> Run:
     if not settings.api_key:
         raise ConfigurationError("online mode needs an API key: pass api_key=... or set PRIME_API_KEY")
@@ -244,17 +257,28 @@ def _online_run(
     if spec.model:
         context["model"] = spec.model
 
-    exporters = _sink_exporters(spec, settings, identity, context, http, opted_out, sinks, step_interval)
     pause = TRAINING_PAUSE_SECONDS if spec.kind == "train" else None
-    slots = [SinkSlot(exporter, pause_seconds=pause, on_failure=notes.note_sink_failure) for exporter in exporters]
     resource = run_resource(identity)
+    end_marker: OtlpRecordSink | None = None
+    exporters: list[RecordExporter]
+    metric_sinks: list[Sink] = []
+    if transport == "otlp":
+        end_marker = OtlpRecordSink(default_span_exporter(), resource)
+        exporters = [end_marker]
+        if spec.kind == "train":
+            metric_sinks = [OtlpMetricsSink(default_metric_exporter(), resource)]
+    else:
+        exporters = _sink_exporters(spec, settings, identity, context, http, opted_out, sinks, step_interval)
+        if spec.kind == "train":
+            metric_sinks = [RftMetricsWriter(TrainingRunsAPI(http), identity.id)]
+    slots = [SinkSlot(exporter, pause_seconds=pause, on_failure=notes.note_sink_failure) for exporter in exporters]
     processor = RecordProcessor(slots, resource)
     metrics = None
     if spec.kind == "train":
-        writer = RftMetricsWriter(TrainingRunsAPI(http), identity.id)
-        metrics = StepMetricsUploader(
-            [SinkSlot(writer, pause_seconds=pause, on_failure=notes.note_sink_failure)], resource
-        )
+        metric_slots = [
+            SinkSlot(sink, pause_seconds=pause, on_failure=notes.note_sink_failure) for sink in metric_sinks
+        ]
+        metrics = StepMetricsUploader(metric_slots, resource)
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     provider.add_span_processor(processor)
 
@@ -275,6 +299,7 @@ def _online_run(
             backend=backend,
             processor=processor,
             metrics=metrics,
+            end_marker=end_marker,
             tracer_provider=provider,
             advertisement=advertisement,
             closers=[http.close],

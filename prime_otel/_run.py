@@ -25,6 +25,7 @@ from ._records import clean
 from ._report import DeliveryReport, SinkReport
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, RunStatus
 from .errors import RunFinishedError
+from .exporters.otlp import OtlpRecordSink
 from .exporters.traces import PrimeTracesExporter
 from .processors import RecordProcessor, RunLifecycleProcessor, StepMetricsUploader, Uploader
 from .resources import RunAdvertisement, RunIdentity
@@ -50,6 +51,7 @@ class RunParts:
     backend: RunBackend | None = None
     processor: RecordProcessor | None = None
     metrics: StepMetricsUploader | None = None
+    end_marker: OtlpRecordSink | None = None
     tracer_provider: TracerProvider | None = None
     offline: OfflineRunWriter | None = None
     advertisement: RunAdvertisement | None = None
@@ -294,7 +296,11 @@ class Run:
             print(self._report.render(), file=sys.stderr)
 
     def _close_run(self) -> None:
-        if self._owns_lifecycle:
+        marker = self._parts.end_marker
+        if marker is not None:
+            # On the OTLP path the gateway closes the run once every process's records arrived.
+            self._send_end_marker(marker)
+        elif self._owns_lifecycle:
             self._close_on_platform(self.status, self._final_error)
 
     def _close_on_platform(self, status: RunStatus, error: str | None) -> None:
@@ -320,6 +326,19 @@ class Run:
                 self.id, status, summary=summary or None, error=final_error, config=self.config or None
             ),
         )
+
+    def _send_end_marker(self, marker: OtlpRecordSink) -> None:
+        metrics = self._parts.metrics
+        rows = sum(slot.exporter.stats.delivered for slot in metrics.slots) if metrics is not None else 0
+        sent = marker.send_end_marker(
+            status=self.status.value,
+            error=self._final_error or (self.errors[0] if self.errors else None),
+            summary=self.summary,
+            metric_rows=rows,
+            owner=self._owns_lifecycle,
+        )
+        if not sent:
+            self._parts.notes.note("sending the run.end marker", RuntimeError("the OTLP exporter did not accept it"))
 
     def _summary_for_platform(self) -> dict[str, Any]:
         summary = dict(self.summary)

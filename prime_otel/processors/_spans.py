@@ -16,16 +16,10 @@ from opentelemetry.sdk.trace import RandomIdGenerator, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
+from .._conventions import CONVERSATION_ID, EPISODE_ID, EPISODE_OK, EPISODE_SPAN, RUN_STEP, TRACE_SPAN
 from .._records import EncodedRecord, is_episode, to_mapping
 
-EPISODE_SPAN = "episode"
-TRACE_SPAN = "trace"
 RECORD_SPAN_NAMES = frozenset({EPISODE_SPAN, TRACE_SPAN})
-
-EPISODE_ID = "prime.episode.id"
-RECORD_OK = "prime.episode.ok"
-RUN_STEP = "prime.run.step"
-CONVERSATION_ID = "gen_ai.conversation.id"
 
 _SCOPE = InstrumentationScope("prime_otel")
 _ids = RandomIdGenerator()
@@ -57,7 +51,7 @@ def _flat_attributes(record: Any) -> dict[str, Any]:
         attributes[EPISODE_ID] = record_id
         attributes[CONVERSATION_ID] = record_id
     if isinstance(ok, bool):
-        attributes[RECORD_OK] = ok
+        attributes[EPISODE_OK] = ok
     step = _work_step(record)
     if step is not None:
         attributes[RUN_STEP] = step

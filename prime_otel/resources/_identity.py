@@ -8,13 +8,7 @@ from dataclasses import dataclass
 
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 
-RUN_ID = "run.id"
-RUN_TYPE = "run.type"
-RUN_NAME = "run.name"
-PRIME_RUN_ID = "prime.run.id"
-PRIME_RUN_KIND = "prime.run.kind"
-PRIME_RUN_RANK = "prime.run.rank"
-PRIME_RUN_WORLD_SIZE = "prime.run.world_size"
+from .._conventions import PRIME_RUN_ID, PRIME_RUN_KIND, RUN_ID, RUN_NAME, RUN_RANK, RUN_TYPE, RUN_WORLD_SIZE
 
 _RANK_VARIABLES = ("RANK", "SLURM_PROCID", "LOCAL_RANK")
 _WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "SLURM_NTASKS")
@@ -34,8 +28,8 @@ class RunIdentity:
             RUN_TYPE: self.kind,
             PRIME_RUN_ID: self.id,
             PRIME_RUN_KIND: self.kind,
-            PRIME_RUN_RANK: self.rank,
-            PRIME_RUN_WORLD_SIZE: self.world_size,
+            RUN_RANK: self.rank,
+            RUN_WORLD_SIZE: self.world_size,
         }
         if self.name:
             attributes[RUN_NAME] = self.name

@@ -1,0 +1,201 @@
+"""The OTLP path: records and step metrics leave the process as OpenTelemetry data for a Collector and a
+prime-otel gateway, which run the platform sinks (see ``_conventions`` for the attribute names).
+
+The record travels as a compact JSON string (cheap to encode into OTLP) together with its v0 sample rows,
+projected here because only the producer holds the objects the projection needs.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry.sdk.metrics.export import (
+    Gauge,
+    Metric,
+    MetricExporter,
+    MetricExportResult,
+    MetricsData,
+    NumberDataPoint,
+    ResourceMetrics,
+    ScopeMetrics,
+)
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import RandomIdGenerator, ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
+
+from .. import _conventions as conv
+from .._records import compact_json, is_episode
+from ..client import suppressed_instrumentation
+from ..errors import TransportError
+from ..processors._spans import RecordSpan
+from ..projection import encode_samples
+from ._base import RecordExporter, SinkStats
+
+_SCOPE = InstrumentationScope("prime_otel")
+_ids = RandomIdGenerator()
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+
+
+class OtlpExportFailed(TransportError):
+    """The OTLP exporter gave up (after its own retries): transient, so it costs a strike."""
+
+
+def _protocol() -> str:
+    return (
+        os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc"
+    ).strip()
+
+
+def default_span_exporter() -> SpanExporter:
+    """The OTLP span exporter the standard ``OTEL_EXPORTER_OTLP_*`` variables describe (gRPC by default)."""
+    if _protocol().startswith("http"):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+
+        return HttpSpanExporter()
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    return OTLPSpanExporter()
+
+
+def default_metric_exporter() -> MetricExporter:
+    if _protocol().startswith("http"):
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetricExporter
+
+        return HttpMetricExporter()
+    from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
+
+    return OTLPMetricExporter()
+
+
+class OtlpRecordSink(RecordExporter):
+    """Record spans, with their record and sample rows as attributes, to an OTLP span exporter."""
+
+    name = "otlp"
+
+    def __init__(self, exporter: SpanExporter, resource: Resource) -> None:
+        super().__init__()
+        self._exporter = exporter
+        self._resource = resource
+        self._rollout_numbers: dict[Any, int] = {}
+        self.sent = {conv.EPISODE_SPAN: 0, conv.TRACE_SPAN: 0}
+
+    def write(self, spans: Sequence[ReadableSpan]) -> None:
+        outgoing = [self._with_record(span) for span in spans]
+        with suppressed_instrumentation():
+            result = self._exporter.export(outgoing)
+        if result is not SpanExportResult.SUCCESS:
+            raise OtlpExportFailed(f"the OTLP exporter could not send {len(outgoing)} record spans")
+        for span in outgoing:
+            self.sent[span.name] = self.sent.get(span.name, 0) + 1
+        self._count(delivered=len(outgoing), requests=1)
+
+    def _with_record(self, span: ReadableSpan) -> ReadableSpan:
+        if not isinstance(span, RecordSpan):
+            return span
+        encoded = span.encoded()
+        attributes = dict(span.attributes or {})
+        attributes[conv.RECORD_JSON] = encoded.plain.decode("utf-8")
+        record = span.record
+        if not isinstance(record, Mapping) and is_episode(record):
+            rows = encode_samples([record], self._rollout_numbers, records=[encoded])
+            if rows:
+                attributes[conv.SAMPLES_JSON] = (b"[" + b",".join(row.data for row in rows) + b"]").decode("utf-8")
+        return ReadableSpan(
+            name=span.name,
+            context=span.context,
+            resource=self._resource,
+            attributes=attributes,
+            kind=SpanKind.INTERNAL,
+            start_time=span.start_time,
+            end_time=span.end_time,
+            instrumentation_scope=_SCOPE,
+        )
+
+    def send_end_marker(
+        self, *, status: str, error: str | None, summary: Mapping[str, Any], metric_rows: int, owner: bool
+    ) -> bool:
+        """Tell the gateway what this process sent, so it closes the run only once all of it arrived."""
+        attributes: dict[str, Any] = {
+            conv.END_STATUS: status,
+            conv.END_EPISODES: self.sent[conv.EPISODE_SPAN],
+            conv.END_TRACES: self.sent[conv.TRACE_SPAN],
+            conv.END_METRIC_ROWS: metric_rows,
+            conv.END_OWNER: owner,
+            conv.END_SUMMARY_JSON: compact_json(summary).decode("utf-8"),
+        }
+        if error:
+            attributes[conv.END_ERROR] = error
+        now = time.time_ns()
+        marker = ReadableSpan(
+            name=conv.RUN_END_SPAN,
+            context=SpanContext(
+                _ids.generate_trace_id(), _ids.generate_span_id(), False, TraceFlags(TraceFlags.SAMPLED)
+            ),
+            resource=self._resource,
+            attributes=attributes,
+            kind=SpanKind.INTERNAL,
+            start_time=now,
+            end_time=now,
+            instrumentation_scope=_SCOPE,
+        )
+        try:
+            with suppressed_instrumentation():
+                return self._exporter.export([marker]) is SpanExportResult.SUCCESS
+        finally:
+            self._exporter.shutdown()
+
+    def close(self) -> None:
+        """The exporter stays open for the ``run.end`` marker, which is sent after the records drained."""
+
+
+class OtlpMetricsSink:
+    """Step rows as OTLP gauge points carrying ``prime.run.step``; the gateway rebuilds one row per step."""
+
+    name = "otlp_metrics"
+
+    def __init__(self, exporter: MetricExporter, resource: Resource) -> None:
+        self.enabled = True
+        self.stats = SinkStats()
+        self._exporter = exporter
+        self._resource = resource
+
+    @property
+    def quiet_off_reason(self) -> str | None:
+        return None
+
+    def write(self, items: Sequence[Any]) -> None:
+        metrics: list[Metric] = []
+        now = time.time_ns()
+        for row in items:
+            step = row.get("step")
+            attributes = {conv.METRIC_STEP: step} if isinstance(step, int) else {}
+            for name, value in row.items():
+                if name in ("step", "_timestamp") or isinstance(value, bool) or not isinstance(value, (int, float)):
+                    continue
+                point = NumberDataPoint(
+                    attributes=attributes, start_time_unix_nano=now, time_unix_nano=now, value=value
+                )
+                metrics.append(Metric(name=name, description=None, unit=None, data=Gauge(data_points=[point])))
+        if not metrics:
+            return
+        data = MetricsData(resource_metrics=[ResourceMetrics(self._resource, [ScopeMetrics(_SCOPE, metrics, "")], "")])
+        with suppressed_instrumentation():
+            result = self._exporter.export(data)
+        if result is not MetricExportResult.SUCCESS:
+            raise OtlpExportFailed(f"the OTLP exporter could not send {len(items)} metric rows")
+        self.stats.delivered += len(items)
+        self.stats.requests += 1
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self._exporter.shutdown()
+
+    def reset_after_fork(self) -> None:
+        return None
