@@ -26,6 +26,10 @@ CONVERSATION_ID = "gen_ai.conversation.id"
 #: The producer's whole record (``to_record()``), unstamped, as compact JSON: a string costs ~0.5 ms to
 #: encode into OTLP where a nested map costs ~20 ms for a large episode (otel-notes §2.2).
 RECORD_JSON = "prime.record.json"
+#: The same record as a map attribute (opentelemetry-api >= 1.45 keeps nested maps), for plain-API producers.
+RECORD_MAP = "prime.record"
+#: Where a record span's child spans (model calls, tool calls from instrumented code) are attached.
+CHILD_SPANS = "otel_spans"
 #: The record's v0 sample rows (a JSON list), projected by the producer, which holds the objects the
 #: projection needs; the gateway numbers rollouts and builds the sample table and Parquet rows from them.
 SAMPLES_JSON = "prime.samples.json"

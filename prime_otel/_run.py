@@ -13,7 +13,8 @@ from types import TracebackType
 from typing import Any, Literal
 
 from opentelemetry.metrics import Meter
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.trace import Tracer
 
 from ._backends import RunBackend
@@ -150,6 +151,16 @@ class Run:
         return metrics.meter_provider.get_meter(name) if metrics is not None else None
 
     @property
+    def meter_provider(self) -> MeterProvider | None:
+        metrics = self._parts.metrics
+        return metrics.meter_provider if metrics is not None else None
+
+    def ingest_span(self, span: ReadableSpan) -> None:
+        """Take an ``episode``/``trace`` span ended outside the run's provider (another processor's export)."""
+        if self._parts.processor is not None and not (self._finishing or self._finished):
+            self._parts.processor.on_end(span)
+
+    @property
     def _uploaders(self) -> list[Uploader]:
         return [u for u in (self._parts.processor, self._parts.metrics) if u is not None]
 
@@ -221,6 +232,8 @@ class Run:
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait until everything logged so far was written; False when ``timeout`` passed first."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        if self._parts.metrics is not None:
+            self._parts.metrics.collect()
         drained = all([uploader.flush(None if deadline is None else _left(deadline)) for uploader in self._uploaders])
         if not drained:
             _logger.warning("Run %s: flush did not drain within %s s", self.id, timeout)
@@ -265,6 +278,8 @@ class Run:
         self.status = status
         budget = parts.finish_timeout if timeout is None else max(0.0, timeout)
         deadline = time.monotonic() + budget
+        if parts.metrics is not None:
+            parts.metrics.collect()
         drained = all([uploader.flush(_left(deadline)) for uploader in self._uploaders])
         if not drained:
             _logger.warning(
@@ -448,6 +463,9 @@ class Run:
             return
         if self._owns_lifecycle:
             _logger.warning("Run %s was never finished; reporting it as crashed", self.id)
+        else:
+            # A forked child or joined process only drains its records here: its exit is no crash of the run.
+            self._parts.print_report = False
         self._finish_swallowing(RunStatus.CRASHED, CRASH_MESSAGE, None)
 
     def _on_signal(self, signum: int) -> None:

@@ -30,6 +30,7 @@ from opentelemetry.sdk.metrics.export import (
     NumberDataPoint,
 )
 
+from .._conventions import RUN_STEP
 from ..client import TrainingRunsAPI
 from ..errors import is_record_rejection, is_transient
 from ._base import SinkStats, SinkWriteError
@@ -47,36 +48,40 @@ _ALL_DELTA: dict[type, AggregationTemporality] = {
 
 
 class StepRowExporter(MetricExporter):
-    """Turns one collection into one row: ``{name: value}``; a histogram contributes its mean."""
+    """Turns one collection into rows ``{name: value}``, one per ``prime.run.step`` attribute value (None for
+    points without one); a histogram contributes its mean."""
 
     def __init__(self) -> None:
         super().__init__(preferred_temporality=_ALL_DELTA)
         self._lock = threading.Lock()
-        self._row: dict[str, float] = {}
+        self._rows: dict[int | None, dict[str, float]] = {}
 
     def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
-        row: dict[str, float] = {}
-        for resource_metrics in metrics_data.resource_metrics:
-            for scope_metrics in resource_metrics.scope_metrics:
-                for metric in scope_metrics.metrics:
-                    for point in metric.data.data_points:
-                        value = _point_value(point)
-                        if value is not None:
-                            row[metric.name] = value
         with self._lock:
-            self._row.update(row)
+            for resource_metrics in metrics_data.resource_metrics:
+                for scope_metrics in resource_metrics.scope_metrics:
+                    for metric in scope_metrics.metrics:
+                        for point in metric.data.data_points:
+                            value = _point_value(point)
+                            if value is not None:
+                                self._rows.setdefault(_step_of(point), {})[metric.name] = value
         return MetricExportResult.SUCCESS
 
-    def take_row(self) -> dict[str, float]:
+    def take_rows(self) -> dict[int | None, dict[str, float]]:
         with self._lock:
-            row, self._row = self._row, {}
-        return row
+            rows, self._rows = self._rows, {}
+        return rows
 
     def force_flush(self, timeout_millis: float = 10_000) -> bool:
         return True
 
     def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
         return None
+
+
+def _step_of(point: Any) -> int | None:
+    step = (point.attributes or {}).get(RUN_STEP)
+    return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
 def _point_value(point: Any) -> float | None:

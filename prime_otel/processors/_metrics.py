@@ -7,7 +7,9 @@ instruments measured since the previous step into the same row.
 
 from __future__ import annotations
 
+import logging
 import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,11 +18,14 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 
+from .._conventions import RUN_STEP
 from ..exporters.rft_metrics import StepRowExporter
 from ._slot import SinkSlot
 from ._uploader import Uploader
 
+_logger = logging.getLogger(__name__)
 _METRICS = "metrics"
+_COLLECT_ONLY: Mapping[str, Any] = {}
 
 
 class StepMetricsUploader(Uploader):
@@ -33,15 +38,22 @@ class StepMetricsUploader(Uploader):
         self.meter_provider = MeterProvider(resource=resource, metric_readers=[self._reader], shutdown_on_exit=False)
         self._meter: Meter = self.meter_provider.get_meter("prime_otel.run")
         self._gauges: dict[str, Any] = {}
+        self._warned_stepless = False
 
     def submit(self, row: dict[str, Any]) -> bool:
         return self._put(_METRICS, [row])
 
+    def collect(self) -> bool:
+        """Export what the producer's own instruments measured (points carrying ``prime.run.step``)."""
+        return self._put(_METRICS, [_COLLECT_ONLY])
+
     def _deliver(self, items: list[Any]) -> None:
-        rows = [self._collect_step(values) for values in items]
+        rows: list[dict[str, Any]] = []
+        for values in items:
+            rows.extend(self._collect_step(values))
         self._dispatch_to_slots(rows)
 
-    def _collect_step(self, values: Mapping[str, Any]) -> dict[str, Any]:
+    def _collect_step(self, values: Mapping[str, Any]) -> list[dict[str, Any]]:
         extra = {}
         for name, value in values.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool) and name not in ("step", "_timestamp"):
@@ -49,7 +61,23 @@ class StepMetricsUploader(Uploader):
             else:
                 extra[name] = value
         self._reader.collect()
-        return {**self._rows.take_row(), **extra}
+        collected = self._rows.take_rows()
+        own = collected.pop(None, {})
+        if values is not _COLLECT_ONLY:
+            rows = [{**own, **extra}]
+        else:
+            rows = []
+            if own and not self._warned_stepless:
+                self._warned_stepless = True
+                _logger.warning(
+                    "metric points without a %s attribute (%s) belong to no step and are not uploaded; "
+                    "record them with the step attribute or log them with run.log_metrics(..., step=)",
+                    RUN_STEP,
+                    ", ".join(sorted(own)),
+                )
+        now = time.time()
+        rows.extend({**row, "step": step, "_timestamp": now} for step, row in sorted(collected.items()))
+        return rows
 
     def _gauge(self, name: str) -> Any:
         gauge = self._gauges.get(name)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -10,9 +12,12 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
+from .._conventions import RECORD_JSON, RECORD_MAP
 from ._slot import SinkSlot
-from ._spans import RECORD_SPAN_NAMES, RecordSpan, record_kind
+from ._spans import RECORD_SPAN_NAMES, PlainRecordSpan, RecordSpan, child_summary, record_from_attributes, record_kind
 from ._uploader import DEFAULT_MAX_QUEUE_BATCHES, DEFAULT_PUT_TIMEOUT_SECONDS, Uploader
+
+_logger = logging.getLogger(__name__)
 
 
 class RecordProcessor(Uploader, SpanProcessor):
@@ -29,22 +34,56 @@ class RecordProcessor(Uploader, SpanProcessor):
     ) -> None:
         super().__init__(slots, max_queue_batches=max_queue_batches, put_timeout=put_timeout, thread_name=thread_name)
         self._resource = resource
+        self._children: dict[int, list[dict[str, Any]]] = {}
+        self._children_lock = threading.Lock()
+        self._unrecorded = 0
 
     def submit(self, records: list[Any]) -> bool:
         """Queue one producer batch (the fast path of ``log_episodes``: spans are made on the uploader thread)."""
         return self._put(record_kind(records[0]), records) if records else True
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        return None
+        if span.name in RECORD_SPAN_NAMES:
+            with self._children_lock:
+                self._children[span.context.span_id] = []
 
     def on_end(self, span: ReadableSpan) -> None:
-        if span.name in RECORD_SPAN_NAMES:
-            self._put(span.name, [span])
+        if span.name not in RECORD_SPAN_NAMES:
+            self._adopt_child(span)
+            return
+        with self._children_lock:
+            children = self._children.pop(span.context.span_id, [])
+        record = record_from_attributes(span.attributes or {})
+        if record is None:
+            self._unrecorded += 1
+            if self._unrecorded == 1:
+                _logger.warning(
+                    "an %r span without a %s or %s attribute carries no record; it reaches no sink",
+                    span.name,
+                    RECORD_JSON,
+                    RECORD_MAP,
+                )
+            return
+        self._put(span.name, [PlainRecordSpan(span, record, children)])
+
+    def _adopt_child(self, span: ReadableSpan) -> None:
+        parent = span.parent
+        if parent is None:
+            return
+        with self._children_lock:
+            siblings = self._children.get(parent.span_id)
+            if siblings is not None:
+                siblings.append(child_summary(span))
 
     def _deliver(self, items: list[Any]) -> None:
         logged_at = time.time_ns()
         spans = [i if isinstance(i, ReadableSpan) else RecordSpan(i, self._resource, logged_at) for i in items]
         self._dispatch_to_slots(spans)
+
+    def reset_after_fork(self) -> None:
+        super().reset_after_fork()
+        self._children = {}
+        self._children_lock = threading.Lock()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self.flush(timeout_millis / 1000.0)

@@ -7,6 +7,7 @@ the producer's object so in-process exporters never encode it into attributes an
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -16,7 +17,17 @@ from opentelemetry.sdk.trace import RandomIdGenerator, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
-from .._conventions import CONVERSATION_ID, EPISODE_ID, EPISODE_OK, EPISODE_SPAN, RUN_STEP, TRACE_SPAN
+from .._conventions import (
+    CHILD_SPANS,
+    CONVERSATION_ID,
+    EPISODE_ID,
+    EPISODE_OK,
+    EPISODE_SPAN,
+    RECORD_JSON,
+    RECORD_MAP,
+    RUN_STEP,
+    TRACE_SPAN,
+)
 from .._records import EncodedRecord, is_episode, to_mapping
 
 RECORD_SPAN_NAMES = frozenset({EPISODE_SPAN, TRACE_SPAN})
@@ -80,6 +91,64 @@ class RecordSpan(ReadableSpan):
         if self._encoded is None:
             self._encoded = EncodedRecord(to_mapping(self.record))
         return self._encoded
+
+
+def record_from_attributes(attributes: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The record a plain-API producer put on its span: ``prime.record.json`` (a JSON string) or
+    ``prime.record`` (a map attribute, opentelemetry-api >= 1.45)."""
+    text = attributes.get(RECORD_JSON)
+    if isinstance(text, str):
+        try:
+            decoded = json.loads(text)
+        except ValueError:
+            return None
+        return decoded if isinstance(decoded, dict) else None
+    value = attributes.get(RECORD_MAP)
+    return _plain(value) if isinstance(value, Mapping) else None
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
+
+
+def child_summary(span: ReadableSpan) -> dict[str, Any]:
+    """A child span of an episode (a model call, a tool call) as it is attached to the episode's record."""
+    return {
+        "name": span.name,
+        "span_id": f"{span.context.span_id:016x}",
+        "start_time": span.start_time,
+        "end_time": span.end_time,
+        "attributes": _plain(dict(span.attributes or {})),
+    }
+
+
+class PlainRecordSpan(RecordSpan):
+    """A record span ended through a tracer: the record comes from its attributes, its context is kept."""
+
+    def __init__(self, span: ReadableSpan, record: Mapping[str, Any], children: list[dict[str, Any]]) -> None:
+        if children:
+            record = {**record, CHILD_SPANS: [*record.get(CHILD_SPANS, []), *children]}
+        ReadableSpan.__init__(
+            self,
+            name=span.name,
+            context=span.context,
+            parent=span.parent,
+            resource=span.resource,
+            attributes=span.attributes,
+            events=span.events,
+            links=span.links,
+            kind=span.kind,
+            status=span.status,
+            start_time=span.start_time,
+            end_time=span.end_time,
+            instrumentation_scope=span.instrumentation_scope,
+        )
+        self.record = record
+        self._encoded = None
 
 
 def record_of(span: ReadableSpan) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Sequence
 
@@ -166,18 +167,28 @@ def test_the_uploader_survives_an_exporter_that_raises_anything() -> None:
     assert processor._thread is not None and processor._thread.is_alive()
 
 
-def test_episode_spans_from_a_plain_tracer_reach_the_sinks() -> None:
+def test_episode_spans_from_a_plain_tracer_carry_their_record_and_child_spans() -> None:
+    """Plain OpenTelemetry APIs: the record rides in ``prime.record.json``; child spans attach to the episode."""
     exporter = RecordingExporter()
     processor = RecordProcessor([SinkSlot(exporter)], RESOURCE)
     provider = TracerProvider(resource=RESOURCE)
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("test")
-    with tracer.start_as_current_span("episode"):
+    record_attributes = {"prime.record.json": json.dumps(episode(1))}
+    with (
+        tracer.start_as_current_span("episode", attributes=record_attributes),
+        tracer.start_as_current_span("chat qwen", attributes={"gen_ai.usage.input_tokens": 12}),
+    ):
+        pass
+    with tracer.start_as_current_span("episode"):  # no record: counted, reaches no sink
         pass
     with tracer.start_as_current_span("not-a-record"):
         pass
     assert processor.flush(5)
-    assert len(exporter.batches) == 1
+    [[record]] = exporter.batches
+    assert record["id"] == "e1"
+    [child] = record["otel_spans"]
+    assert child["name"] == "chat qwen" and child["attributes"] == {"gen_ai.usage.input_tokens": 12}
 
 
 def test_close_writes_what_was_queued_then_refuses_new_records() -> None:
