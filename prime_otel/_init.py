@@ -300,6 +300,7 @@ def _online_run(
             processor=processor,
             metrics=metrics,
             end_marker=end_marker,
+            http=http,
             tracer_provider=provider,
             advertisement=advertisement,
             closers=[http.close],

@@ -25,6 +25,7 @@ from ._offline import OfflineRunWriter
 from ._records import clean
 from ._report import DeliveryReport, SinkReport
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, RunStatus
+from .client import PlatformHTTP
 from .errors import RunFinishedError
 from .exporters.otlp import OtlpRecordSink
 from .exporters.traces import PrimeTracesExporter
@@ -53,6 +54,7 @@ class RunParts:
     processor: RecordProcessor | None = None
     metrics: StepMetricsUploader | None = None
     end_marker: OtlpRecordSink | None = None
+    http: PlatformHTTP | None = None
     tracer_provider: TracerProvider | None = None
     offline: OfflineRunWriter | None = None
     advertisement: RunAdvertisement | None = None
@@ -85,6 +87,7 @@ class Run:
         self._finish_lock = threading.RLock()
         self._report: DeliveryReport | None = None
         self._final_error: str | None = None
+        self._deadline: float | None = None
         if parts.tracer_provider is not None:
             parts.tracer_provider.add_span_processor(RunLifecycleProcessor(self._close_run))
         self._atexit: AtexitHook | None = None
@@ -290,6 +293,7 @@ class Run:
         if parts.metrics is not None:
             parts.metrics.close(_left(deadline))
         self._final_error = error
+        self._deadline = deadline
         if parts.processor is not None:
             parts.processor.shutdown_timeout = _left(deadline)
         if parts.tracer_provider is not None:
@@ -316,7 +320,15 @@ class Run:
             # On the OTLP path the gateway closes the run once every process's records arrived.
             self._send_end_marker(marker)
         elif self._owns_lifecycle:
-            self._close_on_platform(self.status, self._final_error)
+            http = self._parts.http
+            # The finish budget bounds the closing calls too: no retry waits past it (one attempt always goes).
+            bounded = (
+                http.retries_until(self._deadline)
+                if http is not None and self._deadline is not None
+                else contextlib.nullcontext()
+            )
+            with bounded:
+                self._close_on_platform(self.status, self._final_error)
 
     def _close_on_platform(self, status: RunStatus, error: str | None) -> None:
         parts = self._parts

@@ -149,6 +149,7 @@ class PlatformHTTP:
             # The internal router authenticates a hosted run's own token from this header.
             self._headers["x-api-key"] = api_key
         self._counters = RequestCounters()
+        self._deadline = threading.local()
         self._client = LazyClient(lambda: httpx.Client(transport=transport, follow_redirects=True, timeout=timeout))
 
     @property
@@ -186,6 +187,9 @@ class PlatformHTTP:
                     raise
                 retry_after = error.retry_after if isinstance(error, RetryableAPIError) else None
                 delay = backoff_seconds(attempt - 1, self._random, retry_after)
+                deadline = getattr(self._deadline, "value", None)
+                if deadline is not None and time.monotonic() + delay > deadline:
+                    raise
                 logger.debug("%s: %s; retrying in %.1f s (attempt %d)", what, error, delay, attempt + 1)
                 self._sleep(delay)
 
@@ -211,6 +215,16 @@ class PlatformHTTP:
         if not response.is_success:
             raise error_for_response(response)
         return decode_response(response, what)
+
+    @contextmanager
+    def retries_until(self, deadline: float) -> Iterator[None]:
+        """Within the block, calls on this thread start no retry that would wait past ``deadline`` (monotonic)."""
+        previous = getattr(self._deadline, "value", None)
+        self._deadline.value = deadline
+        try:
+            yield
+        finally:
+            self._deadline.value = previous
 
     def close(self) -> None:
         self._client.close()
