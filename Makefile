@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench local clean
+.PHONY: demo test lint bench local clean collector
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,12 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m benchmarks
 
+# The OpenTelemetry Collector (official builder, components pinned in collector-config/manifest.yaml).
+collector:
+	bash collector-config/build.sh
+
 local: $(STAMP)
 	$(VENV)/bin/prime-otel local
 
 clean:
-	rm -rf $(VENV) .prime-otel test-artifacts
+	rm -rf $(VENV) .prime-otel test-artifacts prime-runs collector-config/dist

@@ -15,8 +15,9 @@ from ._backends import EvalBackend, RunBackend, RunSpec, TrainingBackend
 from ._config import Settings, resolve_mode, resolve_settings, resolve_traces_opt_out
 from ._containment import ErrorNotes, OnError
 from ._fork import register_for_fork_reset
-from ._offline import OfflineRunWriter, offline_run_id
+from ._offline import RUN_FILE, OfflineRunWriter, offline_run_id, write_json_atomically
 from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run, RunParts
+from ._spool import DEFAULT_SPOOL_MAX_BYTES, SPOOL_DIR, RunSpool
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, SinkPolicy, TrainingSpec
 from .client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI
 from .errors import ConfigurationError
@@ -34,6 +35,8 @@ _logger = logging.getLogger("prime_otel")
 _KINDS = ("eval", "train")
 _SINK_POLICIES = ("dual", "traces", "legacy")
 _TRANSPORTS = ("direct", "otlp")
+SPOOL_ENV = "PRIME_OTEL_SPOOL"
+EVAL_PAUSE_SECONDS = 30.0
 TRANSPORT_ENV = "PRIME_OTEL_TRANSPORT"
 
 
@@ -59,6 +62,8 @@ def init(
     sinks: SinkPolicy = "dual",
     samples_step_interval: int = DEFAULT_STEP_INTERVAL,
     transport: str | None = None,
+    spool: bool | None = None,
+    spool_max_bytes: int = DEFAULT_SPOOL_MAX_BYTES,
 ) -> Run:
     """Open a run on the Prime platform (or join the one this process inherited) and return its handle.
 
@@ -71,6 +76,10 @@ def init(
     ``transport``: ``"direct"`` (default) uploads from this process; ``"otlp"`` sends records, step metrics
     and a ``run.end`` marker over OTLP (``OTEL_EXPORTER_OTLP_*``) to a Collector and prime-otel gateways,
     which write the platform sinks and close the run. Also read from ``PRIME_OTEL_TRANSPORT``.
+
+    ``spool`` (default on; ``PRIME_OTEL_SPOOL=0`` turns it off): records that cannot be delivered now are kept
+    in ``<PRIME_RUNS_DIR>/<run id>/spool/`` (at most ``spool_max_bytes``) and replayed when the sink writes
+    again, at the end of the run, or later by ``prime-otel sync <run folder>``.
     """
     settings = resolve_settings(api_key=api_key, team_id=team_id, base_url=base_url)
     if kind not in _KINDS:
@@ -131,7 +140,46 @@ def init(
         world_size=world_size,
         step_interval=samples_step_interval,
         transport=resolved_transport,
+        spool_max_bytes=spool_max_bytes if _spool_enabled(spool) else None,
     )
+
+
+def _run_spool(
+    run_folder: Path, stream: str, sinks: list[str], max_bytes: int | None, owner: bool, enabled: bool
+) -> RunSpool | None:
+    """One spool per uploader; processes that only joined the run keep their own, beside the owner's."""
+    if not enabled or max_bytes is None:
+        return None
+    name = f"{SPOOL_DIR}-{stream}" if owner else f"{SPOOL_DIR}-{stream}@{os.getpid()}"
+    return RunSpool(run_folder, max_bytes, name=name, sinks=sinks)
+
+
+def _spool_enabled(argument: bool | None) -> bool:
+    if argument is not None:
+        return argument
+    return os.environ.get(SPOOL_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def write_run_document(
+    folder: Path, spec: RunSpec, identity: RunIdentity, settings: Settings, sinks: str, step_interval: int
+) -> None:
+    """What ``prime-otel sync`` needs to deliver this run's spool later (never the API key)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    document = {
+        "id": identity.id,
+        "kind": spec.kind,
+        "name": identity.name,
+        "mode": "online",
+        "status": "running",
+        "sinks": sinks,
+        "samples_step_interval": step_interval,
+        "base_url": settings.base_url,
+        "traces_url": settings.traces_url,
+        "team_id": settings.team_id,
+        "framework": spec.framework,
+        "model": spec.model,
+    }
+    write_json_atomically(folder / RUN_FILE, document)
 
 
 def normalize_config(config: Any) -> dict[str, Any]:
@@ -225,6 +273,7 @@ def _online_run(
     world_size: int,
     step_interval: int,
     transport: str,
+    spool_max_bytes: int | None,
 ) -> Run:
     if not settings.api_key:
         raise ConfigurationError("online mode needs an API key: pass api_key=... or set PRIME_API_KEY")
@@ -257,7 +306,11 @@ def _online_run(
     if spec.model:
         context["model"] = spec.model
 
-    pause = TRAINING_PAUSE_SECONDS if spec.kind == "train" else None
+    run_folder = Path(settings.runs_dir) / identity.id
+    with_spool = spool_max_bytes is not None and transport == "direct"
+    if with_spool and owner:
+        write_run_document(run_folder, spec, identity, settings, sinks, step_interval)
+    pause = TRAINING_PAUSE_SECONDS if spec.kind == "train" else (EVAL_PAUSE_SECONDS if with_spool else None)
     resource = run_resource(identity)
     end_marker: OtlpRecordSink | None = None
     exporters: list[RecordExporter]
@@ -271,14 +324,22 @@ def _online_run(
         exporters = _sink_exporters(spec, settings, identity, context, http, opted_out, sinks, step_interval)
         if spec.kind == "train":
             metric_sinks = [RftMetricsWriter(TrainingRunsAPI(http), identity.id)]
-    slots = [SinkSlot(exporter, pause_seconds=pause, on_failure=notes.note_sink_failure) for exporter in exporters]
-    processor = RecordProcessor(slots, resource)
+    spool = _run_spool(run_folder, "records", [e.name for e in exporters], spool_max_bytes, owner, with_spool)
+    slots = [
+        SinkSlot(exporter, pause_seconds=pause, on_failure=notes.note_sink_failure, spool=spool)
+        for exporter in exporters
+    ]
+    processor = RecordProcessor(slots, resource, spool=spool)
     metrics = None
     if spec.kind == "train":
+        metrics_spool = _run_spool(
+            run_folder, "metrics", [sink.name for sink in metric_sinks], spool_max_bytes, owner, with_spool
+        )
         metric_slots = [
-            SinkSlot(sink, pause_seconds=pause, on_failure=notes.note_sink_failure) for sink in metric_sinks
+            SinkSlot(sink, pause_seconds=pause, on_failure=notes.note_sink_failure, spool=metrics_spool)
+            for sink in metric_sinks
         ]
-        metrics = StepMetricsUploader(metric_slots, resource)
+        metrics = StepMetricsUploader(metric_slots, resource, spool=metrics_spool)
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     provider.add_span_processor(processor)
 
@@ -301,6 +362,7 @@ def _online_run(
             metrics=metrics,
             end_marker=end_marker,
             http=http,
+            run_folder=run_folder if with_spool else None,
             tracer_provider=provider,
             advertisement=advertisement,
             closers=[http.close],

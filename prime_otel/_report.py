@@ -16,12 +16,26 @@ class SinkReport:
     requests: int
     bytes: int
     state: str
+    spooled: int = 0
+    replayed: int = 0
+    pending: int = 0
+    possibly_missing: int = 0
+
+    @property
+    def complete(self) -> bool:
+        return not (self.failed or self.dropped or self.pending or self.possibly_missing)
 
     def line(self) -> str:
-        return (
+        text = (
             f"{self.sink:<13} delivered {self.delivered:>7}  failed {self.failed:>5}  dropped {self.dropped:>5}  "
             f"requests {self.requests:>5}  bytes {_human_bytes(self.bytes):>9}  ({self.state})"
         )
+        if self.spooled or self.possibly_missing:
+            text += (
+                f"  spooled {self.spooled}, replayed {self.replayed}, still spooled {self.pending}, "
+                f"possibly missing {self.possibly_missing}"
+            )
+        return text
 
 
 @dataclass(frozen=True)
@@ -33,7 +47,7 @@ class DeliveryReport:
 
     @property
     def complete(self) -> bool:
-        return all(s.failed == 0 and s.dropped == 0 for s in self.sinks)
+        return all(s.complete for s in self.sinks)
 
     def to_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "url": self.url, "status": self.status, "sinks": [asdict(s) for s in self.sinks]}

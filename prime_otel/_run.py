@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 
@@ -21,7 +23,7 @@ from ._backends import RunBackend
 from ._containment import ErrorNotes, describe
 from ._exit_paths import SIGNAL_FINISH_TIMEOUT_SECONDS, AtexitHook, SignalChain
 from ._fork import register_for_fork_reset
-from ._offline import OfflineRunWriter
+from ._offline import RUN_FILE, OfflineRunWriter, write_json_atomically
 from ._records import clean
 from ._report import DeliveryReport, SinkReport
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, RunStatus
@@ -36,6 +38,7 @@ _logger = logging.getLogger("prime_otel")
 
 DEFAULT_FINISH_TIMEOUT_SECONDS = 300.0
 CRASH_MESSAGE = "process exited without finishing the run"
+REPORT_FILE = "report.json"
 
 
 @dataclass
@@ -55,6 +58,7 @@ class RunParts:
     metrics: StepMetricsUploader | None = None
     end_marker: OtlpRecordSink | None = None
     http: PlatformHTTP | None = None
+    run_folder: Path | None = None
     tracer_provider: TracerProvider | None = None
     offline: OfflineRunWriter | None = None
     advertisement: RunAdvertisement | None = None
@@ -88,6 +92,7 @@ class Run:
         self._report: DeliveryReport | None = None
         self._final_error: str | None = None
         self._deadline: float | None = None
+        self._closed_on_platform = False
         if parts.tracer_provider is not None:
             parts.tracer_provider.add_span_processor(RunLifecycleProcessor(self._close_run))
         self._atexit: AtexitHook | None = None
@@ -177,7 +182,15 @@ class Run:
 
     @property
     def failed_records(self) -> dict[str, int]:
-        return {slot.name: slot.failed for uploader in self._uploaders for slot in uploader.slots if slot.failed}
+        """Per sink, records not known to be stored: failed, or possibly missing after an ambiguous failure.
+        Records still kept in the spool are not counted here (``report`` shows them; sync delivers them)."""
+        counts: dict[str, int] = {}
+        for uploader in self._uploaders:
+            for slot in uploader.slots:
+                missing = len(slot.spool.sink(slot.name).missing) if slot.spool is not None else 0
+                if slot.failed + missing:
+                    counts[slot.name] = slot.failed + missing
+        return counts
 
     def __repr__(self) -> str:
         return f"<Run id={self.id!r} mode={self.mode!r} status={self.status.value}>"
@@ -283,10 +296,11 @@ class Run:
         deadline = time.monotonic() + budget
         if parts.metrics is not None:
             parts.metrics.collect()
-        drained = all([uploader.flush(_left(deadline)) for uploader in self._uploaders])
+        drained = all([uploader.flush(_left(deadline), drain_spool=True) for uploader in self._uploaders])
         if not drained:
             _logger.warning(
-                "Run %s: uploads did not drain within %.0f s; the run is finalized anyway, the rest counted as lost",
+                "Run %s: uploads did not drain within %.0f s; the run is finalized anyway, the rest counted as lost "
+                "(or kept in the spool for prime-otel sync)",
                 self.id,
                 budget,
             )
@@ -310,6 +324,8 @@ class Run:
         if parts.advertisement is not None and self._owns_lifecycle:
             parts.advertisement.withdraw()
         self._report = self._build_report()
+        if parts.run_folder is not None:
+            self._quietly("writing the delivery report", self._write_report_files)
         self._warn_losses()
         if parts.print_report and parts.mode != "disabled":
             print(self._report.render(), file=sys.stderr)
@@ -347,7 +363,7 @@ class Run:
             )
             return
         final_error = error or (self.errors[0] if self.errors else None)
-        self._quietly(
+        self._closed_on_platform = self._quietly(
             "finalizing the run",
             lambda: backend.finalize(
                 self.id, status, summary=summary or None, error=final_error, config=self.config or None
@@ -378,6 +394,17 @@ class Run:
             existing = summary.get("prime_runs")
             block = dict(existing) if isinstance(existing, Mapping) else {}
             block["traces_episodes_written"] = written
+            block["delivery"] = {
+                report.sink: {
+                    "delivered": report.delivered,
+                    "failed": report.failed,
+                    "dropped": report.dropped,
+                    "spooled": report.spooled,
+                    "replayed": report.replayed,
+                    "possibly_missing": report.possibly_missing,
+                }
+                for report in self._build_report().sinks
+            }
             summary["prime_runs"] = block
         return summary
 
@@ -392,11 +419,13 @@ class Run:
             "config": self.config,
         }
 
-    def _quietly(self, what: str, step: Callable[[], object]) -> None:
+    def _quietly(self, what: str, step: Callable[[], object]) -> bool:
         try:
             step()
         except Exception as exc:
             self._parts.notes.note(what, exc)
+            return False
+        return True
 
     def _build_report(self) -> DeliveryReport:
         sinks: list[SinkReport] = []
@@ -409,16 +438,22 @@ class Run:
                 reason = slot.exporter.quiet_off_reason
                 if reason:
                     state = reason
+                ledger = slot.spool.sink(slot.name) if slot.spool is not None else None
+                spool_dropped = slot.spool.dropped if slot.spool is not None else 0
                 sinks.append(
                     SinkReport(
                         sink=slot.name,
                         delivered=stats.delivered,
                         failed=slot.failed,
-                        dropped=uploader.dropped_records,
+                        dropped=uploader.dropped_records + spool_dropped,
                         skipped=stats.skipped,
                         requests=stats.requests,
                         bytes=stats.bytes,
                         state=state,
+                        spooled=ledger.spooled if ledger else 0,
+                        replayed=ledger.replayed if ledger else 0,
+                        pending=slot.spool.waiting(slot.name) if slot.spool is not None else 0,
+                        possibly_missing=len(ledger.missing) if ledger else 0,
                     )
                 )
         offline = self._parts.offline
@@ -436,6 +471,21 @@ class Run:
                 )
             )
         return DeliveryReport(run_id=self.id, url=self.url, status=self.status.value, sinks=tuple(sinks))
+
+    def _write_report_files(self) -> None:
+        folder = self._parts.run_folder
+        assert folder is not None and self._report is not None
+        write_json_atomically(folder / REPORT_FILE, self._report.to_dict())
+        run_file = folder / RUN_FILE
+        if self._owns_lifecycle and run_file.exists():
+            document = json.loads(run_file.read_text(encoding="utf-8"))
+            document.update(
+                status=self.status.value,
+                error=self._final_error,
+                summary=self.summary,
+                closed_on_platform=self._closed_on_platform,
+            )
+            write_json_atomically(run_file, document)
 
     def _warn_losses(self) -> None:
         if self.dropped_records:

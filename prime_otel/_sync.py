@@ -22,9 +22,11 @@ from ._backends import EvalBackend, RunSpec, TrainingBackend
 from ._config import Settings, resolve_settings
 from ._offline import EPISODES_FILE, METRICS_FILE, RUN_FILE, SAMPLES_FILE, TRACES_FILE, write_json_atomically
 from ._records import compact_json, stamp_run
+from ._spool import RunSpool, SpooledRecord
 from ._types import EnvironmentRef, RunStatus, TrainingSpec
-from .client import EvaluationsAPI, PlatformHTTP, TrainingRunsAPI, is_ambiguous
+from .client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI, is_ambiguous
 from .errors import ConfigurationError, ForbiddenError
+from .exporters._base import Sink
 from .projection import ENVELOPE_BYTES, MAX_SAMPLES_PAYLOAD_BYTES
 
 _logger = logging.getLogger("prime_otel")
@@ -264,11 +266,119 @@ class OfflineRunSync:
         self.ledger.save(self.folder)
 
 
-def sync_offline_run(folder: str | Path, *, api_key: str | None = None, base_url: str | None = None) -> SyncResult:
-    settings = resolve_settings(api_key=api_key, base_url=base_url)
-    if not settings.api_key:
-        raise ConfigurationError("sync needs an API key: pass --api-key or set PRIME_API_KEY")
+class SpoolSync:
+    """Delivers what an online run kept in its spool(s), then closes the run if its own finish could not."""
+
+    def __init__(self, folder: Path, settings: Settings) -> None:
+        self.folder = folder
+        self.settings = settings
+        self.document: dict[str, Any] = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
+        self.run_id: str = self.document["id"]
+        self.kind: str = self.document["kind"]
+        self.http = PlatformHTTP(api_key=settings.api_key, base_url=settings.base_url)
+
+    def run(self) -> SyncResult:
+        from opentelemetry.sdk.resources import Resource
+
+        from .processors._slot import SinkSlot
+        from .processors._spans import RecordSpan
+
+        resource = Resource.create({"run.id": self.run_id})
+        uploaded: dict[str, int] = {}
+        missing: list[dict[str, Any]] = []
+        try:
+            sinks = {sink.name: sink for sink in self._sinks()}
+            for spool in RunSpool.all_in(self.folder):
+                names = [name for name in spool.sinks if name in sinks]
+                spool.recover(names)
+                for name in names:
+                    sink = sinks.get(name)
+                    if sink is None:
+                        continue
+                    slot = SinkSlot(sink, spool=spool)
+                    before = spool.sink(name).replayed
+
+                    def build(records: list[SpooledRecord], metrics: bool = name == "rft_metrics") -> list[Any]:
+                        if metrics:
+                            return [record.record for record in records]
+                        return [RecordSpan(record.record, resource, 0) for record in records]
+
+                    while slot.pending and slot.replay(build, force=True):
+                        pass
+                    spool.save()
+                    sent = spool.sink(name).replayed - before
+                    if sent:
+                        uploaded[name] = uploaded.get(name, 0) + sent
+                    if spool.sink(name).missing:
+                        missing.append({"sink": name, "rows": len(spool.sink(name).missing)})
+                    if slot.pending:
+                        raise ConfigurationError(
+                            f"the {name} sink could not take {slot.pending} spooled records now; run sync again later"
+                        )
+            self._close()
+        finally:
+            self.http.close()
+        return SyncResult(
+            run_id=self.run_id,
+            url=None,
+            requests=self.http.requests,
+            uploaded=uploaded,
+            possibly_missing=missing,
+        )
+
+    def _sinks(self) -> list[Sink]:
+        from .exporters.eval_samples import EvalSamplesExporter
+        from .exporters.rft_metrics import RftMetricsWriter
+        from .exporters.rft_samples import RftSamplesExporter
+        from .exporters.traces import PrimeTracesExporter
+
+        context = {"source": "prime-otel", "run_type": self.kind}
+        sinks: list[Sink] = [
+            PrimeTracesExporter.for_run(
+                run_id=self.run_id,
+                run_kind=self.kind,
+                context=context,
+                api_key=self.settings.api_key,
+                traces_url=self.settings.traces_url,
+                team_id=self.settings.team_id,
+            )
+        ]
+        if self.kind == "eval":
+            sinks.append(EvalSamplesExporter(EvaluationsAPI(self.http), self.run_id))
+        else:
+            interval = int(self.document.get("samples_step_interval") or 10)
+            sinks.append(
+                RftSamplesExporter(TrainingRunsAPI(self.http), ObjectStorage(), self.run_id, step_interval=interval)
+            )
+            sinks.append(RftMetricsWriter(TrainingRunsAPI(self.http), self.run_id))
+        return sinks
+
+    def _close(self) -> None:
+        if self.document.get("closed_on_platform", True) or self.document.get("status") in (None, "running"):
+            return
+        backend = EvalBackend(EvaluationsAPI(self.http)) if self.kind == "eval" else self._training_backend()
+        status = RunStatus(self.document["status"])
+        summary = dict(self.document.get("summary") or {}) or None
+        if self.kind == "eval":
+            backend.update(self.run_id, config=None, summary=summary)
+        backend.finalize(self.run_id, status, summary=summary, error=self.document.get("error"), config=None)
+        self.document["closed_on_platform"] = True
+        write_json_atomically(self.folder / RUN_FILE, self.document)
+
+    def _training_backend(self) -> TrainingBackend:
+        return TrainingBackend(TrainingRunsAPI(self.http))
+
+
+def sync_run_folder(folder: str | Path, *, api_key: str | None = None, base_url: str | None = None) -> SyncResult:
+    """Sync an offline run, or deliver an online run's spool; either way a second sync sends nothing."""
     path = Path(folder)
     if not (path / RUN_FILE).exists():
-        raise ConfigurationError(f"{path} is not an offline run folder (no {RUN_FILE})")
+        raise ConfigurationError(f"{path} is not a run folder (no {RUN_FILE})")
+    document = json.loads((path / RUN_FILE).read_text(encoding="utf-8"))
+    online = document.get("mode") == "online"
+    settings = resolve_settings(api_key=api_key, base_url=base_url or (document.get("base_url") if online else None))
+    if not settings.api_key:
+        raise ConfigurationError("sync needs an API key: pass --api-key or set PRIME_API_KEY")
+    if online:
+        return SpoolSync(path, settings).run()
     return OfflineRunSync(path, settings).run()

@@ -15,8 +15,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     local_cli.add_arguments(commands.add_parser("local", help="serve the local Prime platform"))
 
-    sync = commands.add_parser("sync", help="upload an offline run folder and close the run with its recorded status")
-    sync.add_argument("folder", help="the offline run's folder, e.g. ./prime-runs/offline-<id>")
+    from .gateway import _cli as gateway_cli
+
+    gateway_cli.add_arguments(commands.add_parser("gateway", help="receive runs over OTLP and deliver them"))
+
+    sync = commands.add_parser(
+        "sync", help="upload an offline run, or what an online run kept in its spool; a second sync sends nothing"
+    )
+    sync.add_argument("folder", help="the run's folder, e.g. ./prime-runs/<run id>")
     sync.add_argument("--api-key", default=None, help="default: PRIME_API_KEY or ~/.prime/config.json")
     sync.add_argument("--base-url", default=None, help="default: PRIME_API_BASE_URL or ~/.prime/config.json")
     sync.set_defaults(handler=_sync)
@@ -26,11 +32,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from ._sync import sync_offline_run
+    from ._sync import sync_run_folder
     from .errors import PrimeRunsError, PrimeTracesError
 
     try:
-        result = sync_offline_run(args.folder, api_key=args.api_key, base_url=args.base_url)
+        result = sync_run_folder(args.folder, api_key=args.api_key, base_url=args.base_url)
     except (PrimeRunsError, PrimeTracesError) as exc:
         print(f"prime-otel sync: {exc}", file=sys.stderr)
         return 1

@@ -1,7 +1,10 @@
 """Projections of native episodes onto the platform's legacy tables (run-behaviour §10): v0 eval-sample rows
 for ``POST /evaluations/{id}/samples`` and the training viewer's Parquet object.
 
-Duck-typed against verifiers 0.4.0 episodes and traces (records.md §6); verifiers is never imported.
+Duck-typed against verifiers 0.4.0 episodes and traces (records.md §6); verifiers is never imported. An episode
+may also be its JSON record (``Episode.to_record()``: a mapping with a ``traces`` key), projected to the same rows
+by verifiers' rules over the plain JSON (:mod:`prime_otel._trace_record`); such rows share sub-objects with the
+record.
 Output equals prime-runs 0.1.4's ``prime_runs.projection`` except for these documented improvements:
 
 1. The Parquet ``advantage`` column is null when the advantage is NaN/±inf (0.1.4 writes the raw value).
@@ -31,6 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from . import _trace_record
 from ._records import EncodedRecord, compact_json, nullify
 
 logger = logging.getLogger(__name__)
@@ -78,17 +82,20 @@ class PackedRequest:
 
 def summary_trace_index(episode: Any) -> int:
     """Index of the trace that represents the episode: the first trainable one, else 0."""
+    if isinstance(episode, Mapping):
+        return next((index for index, trace in enumerate(_traces(episode)) if _trace_record.is_trainable(trace)), 0)
     return next((index for index, trace in enumerate(episode.traces) if trace.agent.trainable), 0)
 
 
 def summary_trace(episode: Any) -> Any:
     """The trace that represents the episode (its row, ``task.data.idx`` and advantage); None without traces."""
-    traces = episode.traces
+    traces = _traces(episode)
     return traces[summary_trace_index(episode)] if traces else None
 
 
 def trace_to_sample(trace: Any, rollout_number: int = 1, episode_id: str | None = None) -> dict[str, Any]:
-    """One trace as a v0 sample row (run-behaviour §10.1); NaN/±inf anywhere become null."""
+    """One trace (object, or a member of an episode record) as a v0 sample row (run-behaviour §10.1); NaN/±inf
+    anywhere become null."""
     row = _trace_row(trace, rollout_number, episode_id)
     try:
         compact_json(row)
@@ -115,15 +122,16 @@ def encode_episode_samples(
     ``info.native_wrapper``. An episode too large for one request falls back to one row per trace (warned).
     A trace-less episode gives none.
 
+    ``episode`` is an episode object or its record (a mapping with ``traces``, which is then its own record).
     ``rollout_numbers`` is the rollout number itself, or a per-example counter (keyed by the summary trace's
     ``task.data.idx``, numbering from 1) that a streaming caller passes on every call. ``record`` is the
     episode's ``to_record()`` (or its :class:`EncodedRecord`) when the caller already has it."""
-    traces = episode.traces
+    traces = _traces(episode)
     if not traces:
         return []
     index = summary_trace_index(episode)
     number = _rollout_number(rollout_numbers, traces[index])
-    wrapper = episode.to_record() if record is None else record
+    wrapper = _own_record(episode) if record is None else record
     if isinstance(wrapper, EncodedRecord):
         row, data = _encode_with_wrapper(_episode_row(episode, index, number, wrapper.record), wrapper.plain)
     else:
@@ -150,10 +158,16 @@ def encode_samples(
     records: Sequence[RecordInput | None] | None = None,
 ) -> list[EncodedSample]:
     """v0 rows with their compact JSON, rollouts numbered per example from 1 (pass the same ``rollout_numbers``
-    on every call to keep numbering across calls). ``records[i]``, when given, is episode i's record."""
+    on every call to keep numbering across calls). ``records[i]``, when given, is episode i's record.
+
+    Each item is an episode object, an episode record (a mapping with ``traces``) or a ready v0 row (a mapping
+    with ``sample_id``, encoded as it is); any other mapping raises ``TypeError``."""
     counts: MutableMapping[Any, int] = rollout_numbers if rollout_numbers is not None else {}
     samples: list[EncodedSample] = []
     for position, episode in enumerate(episodes):
+        if isinstance(episode, Mapping) and "sample_id" in episode:
+            samples.append(EncodedSample(*_encode_row(_as_dict(episode)), position))
+            continue
         record = records[position] if records is not None else None
         samples.extend(encode_episode_samples(episode, counts, record=record, source=position))
     return samples
@@ -229,45 +243,111 @@ def train_sample_schema() -> Any:
 def episodes_to_parquet_bytes(
     episodes: Sequence[Any], run_id: str, step: int, *, sample_id_offset: int = 0
 ) -> bytes | None:
-    """One training step's episodes as the viewer's Parquet table: the v0 rows (fresh numbering) with the
-    training columns, sample ids counted from ``sample_id_offset``; rows without a trajectory are skipped but
-    consume their id. None when no row is left."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    """One training step's episodes (objects or records) as the viewer's Parquet table: the v0 rows (fresh
+    numbering) with the training columns, sample ids counted from ``sample_id_offset``; rows without a trajectory
+    are skipped but consume their id. None when no row is left."""
     table = _ParquetTable(run_id, step)
     counts: dict[Any, int] = {}
     sample_id = sample_id_offset
     for episode in episodes:
-        traces = episode.traces
+        traces = _traces(episode)
         if not traces:
             continue
         index = summary_trace_index(episode)
         summary = traces[index]
         number = _rollout_number(counts, summary)
-        advantage = (summary.info or {}).get("advantage")
-        env_name = str(getattr(getattr(episode, "env", None), "id", None) or "")
+        advantage = (_info(summary) or {}).get("advantage")
+        env_name = _env_name(episode)
         for row, columns in _parquet_rows(episode, index, number, advantage):
             if columns is not None:
                 table.add(row, columns, sample_id, advantage, env_name)
             sample_id += 1
-    if not table.rows:
-        return None
-    buffer = io.BytesIO()
-    pq.write_table(
-        pa.Table.from_pydict(table.columns(), schema=train_sample_schema()),
-        buffer,
-        compression="snappy",
-        use_dictionary=True,
-        write_statistics=True,
-    )
-    return buffer.getvalue()
+    return table.to_parquet()
+
+
+def sample_rows_to_parquet_bytes(
+    rows: Sequence[Mapping[str, Any]],
+    run_id: str,
+    step: int,
+    *,
+    sample_id_offset: int = 0,
+    env_names: Mapping[str, str] | None = None,
+) -> bytes | None:
+    """The Parquet object :func:`episodes_to_parquet_bytes` makes for the same episodes, built from their v0 rows
+    (as :func:`encode_samples` made them, in episode order) where the episode objects are not at hand (the OTLP
+    gateway). The advantage comes from the summary row's ``info.advantage``, the environment from
+    ``info.native_wrapper.env.id``. Rows of an episode too large for one row (one per trace, no
+    ``native_wrapper``) name their environment through ``env_names`` (episode id to environment id)."""
+    table = _ParquetTable(run_id, step)
+    sample_id = sample_id_offset
+    for group in _episode_row_groups(rows):
+        summary = next((row for row in group if row.get("trainable")), group[0])
+        info = summary.get("info") or {}
+        advantage = info.get("advantage")
+        wrapper = info.get("native_wrapper")
+        env = wrapper.get("env") if isinstance(wrapper, Mapping) else None
+        if isinstance(env, Mapping):
+            env_name = str(env.get("id") or "")
+        else:
+            env_name = str((env_names or {}).get(str(summary.get("episode_id")), "") or "")
+        for row in group:
+            parquet_row, columns = _parquet_row(_as_dict(row), advantage)
+            if columns is not None:
+                table.add(parquet_row, columns, sample_id, advantage, env_name)
+            sample_id += 1
+    return table.to_parquet()
+
+
+def _episode_row_groups(rows: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """The rows of each episode: a row with ``native_wrapper`` stands alone; consecutive rows without one that
+    share an episode id are the per-trace rows of one oversize episode."""
+    groups: list[list[Mapping[str, Any]]] = []
+    for row in rows:
+        whole = "native_wrapper" in (row.get("info") or {})
+        previous = groups[-1][-1] if groups else None
+        if (
+            not whole
+            and previous is not None
+            and "native_wrapper" not in (previous.get("info") or {})
+            and previous.get("episode_id") == row.get("episode_id")
+        ):
+            groups[-1].append(row)
+        else:
+            groups.append([row])
+    return groups
+
+
+def _traces(episode: Any) -> Sequence[Any]:
+    if isinstance(episode, Mapping):
+        if "traces" not in episode:
+            raise TypeError("a mapping episode needs a 'traces' key (a ready v0 row needs 'sample_id')")
+        return episode["traces"] or ()
+    traces: Sequence[Any] = episode.traces
+    return traces
+
+
+def _own_record(episode: Any) -> Mapping[str, Any]:
+    return episode if isinstance(episode, Mapping) else episode.to_record()
+
+
+def _episode_id(episode: Any) -> Any:
+    return episode.get("id") if isinstance(episode, Mapping) else episode.id
+
+
+def _info(trace: Any) -> Any:
+    return trace.get("info") if isinstance(trace, Mapping) else trace.info
+
+
+def _env_name(episode: Any) -> str:
+    if isinstance(episode, Mapping):
+        return str((episode.get("env") or {}).get("id") or "")
+    return str(getattr(getattr(episode, "env", None), "id", None) or "")
 
 
 def _rollout_number(rollout_numbers: int | MutableMapping[Any, int], summary: Any) -> int:
     if isinstance(rollout_numbers, int):
         return rollout_numbers
-    key = summary.task.data.idx
+    key = summary["task"]["data"].get("idx") if isinstance(summary, Mapping) else summary.task.data.idx
     rollout_numbers[key] = number = rollout_numbers.get(key, 0) + 1
     return number
 
@@ -277,62 +357,142 @@ def _fits(row_bytes: int) -> bool:
 
 
 def _episode_row(episode: Any, index: int, rollout_number: int, record: Mapping[str, Any]) -> dict[str, Any]:
-    row = _trace_row(episode.traces[index], rollout_number, episode.id)
-    row["sample_id"] = episode.id
+    episode_id = _episode_id(episode)
+    row = _trace_row(_traces(episode)[index], rollout_number, episode_id)
+    row["sample_id"] = episode_id
     row["info"] = {**(row["info"] or {}), "native_wrapper": record, "native_trace_index": index}
     return row
 
 
 def _fallback_rows(episode: Any, rollout_number: int) -> list[dict[str, Any]]:
-    logger.warning("Episode %s exceeds the platform sample limit; uploading projected traces", episode.id)
-    return [_trace_row(trace, rollout_number, episode.id) for trace in episode.traces]
+    episode_id = _episode_id(episode)
+    logger.warning("Episode %s exceeds the platform sample limit; uploading projected traces", episode_id)
+    return [_trace_row(trace, rollout_number, episode_id) for trace in _traces(episode)]
 
 
 def _trace_row(trace: Any, rollout_number: int, episode_id: str | None) -> dict[str, Any]:
     """The v0 row before the encoder's non-finite check. The producer's own containers (``metrics``, ``info``,
-    reward scores) are nullified here, which also turns their tuples into lists; the model dumps are fresh."""
+    reward scores) are nullified here, which also turns their tuples into lists."""
+    if isinstance(trace, Mapping):
+        return _record_trace_row(trace, rollout_number, episode_id)
+    return _object_trace_row(trace, rollout_number, episode_id)
+
+
+def _object_trace_row(trace: Any, rollout_number: int, episode_id: str | None) -> dict[str, Any]:
+    """The model dumps are fresh; each message is dumped once per trace."""
     data = trace.task.data
-    task = data.model_dump(mode="json", exclude_none=True)
     dumped: dict[int, Any] = {}
-    trajectory = [
-        {
-            "messages": _dump_messages(branch.messages, dumped),
-            "num_input_tokens": branch.num_input_tokens,
-            "num_output_tokens": branch.num_output_tokens,
-        }
-        for branch in trace.branches
-    ]
     tools = trace.tools
     last_error = trace.last_error
     usage = trace.usage
-    info = trace.info
+    agent = trace.agent
+    return _row(
+        trace_id=trace.id,
+        task=data.model_dump(mode="json", exclude_none=True),
+        example_id=data.idx,
+        rollout_number=rollout_number,
+        episode_id=episode_id,
+        agent=agent.name,
+        trainable=agent.trainable,
+        trajectory=[
+            _branch(_dump_messages(branch.messages, dumped), branch.num_input_tokens, branch.num_output_tokens)
+            for branch in trace.branches
+        ],
+        tool_defs=[tool.model_dump(mode="json", exclude_none=True) for tool in tools] if tools else None,
+        reward=trace.reward,
+        timing=trace.timing.model_dump(mode="json", exclude_none=True),
+        is_completed=trace.is_completed,
+        is_truncated=trace.is_truncated,
+        metrics=trace.metrics,
+        error=last_error.model_dump(mode="json", exclude_none=True) if last_error else None,
+        stop_condition=trace.stop_condition,
+        token_usage=usage.model_dump(mode="json", exclude_none=True) if usage else None,
+        info=trace.info,
+        scores=[(name, reward.score) for name, reward in trace.rewards.items() if reward is not None],
+    )
+
+
+def _record_trace_row(trace: Mapping[str, Any], rollout_number: int, episode_id: str | None) -> dict[str, Any]:
+    """The record's own dumps (messages, tools, timing, error) go into the row as they are."""
+    task = _trace_record.task_data(trace)
+    agent = trace.get("agent") or {}
+    return _row(
+        trace_id=trace.get("id"),
+        task=task,
+        example_id=task.get("idx"),
+        rollout_number=rollout_number,
+        episode_id=episode_id,
+        agent=agent.get("name", "agent"),
+        trainable=agent.get("trainable", True),
+        trajectory=[_branch(*branch) for branch in _trace_record.branches(trace)],
+        tool_defs=trace.get("tools") or None,
+        reward=_trace_record.reward(trace),
+        timing=trace.get("timing"),
+        is_completed=trace.get("is_completed", False),
+        is_truncated=_trace_record.is_truncated(trace),
+        metrics=trace.get("metrics") or {},
+        error=_trace_record.last_error(trace),
+        stop_condition=trace.get("stop_condition"),
+        token_usage=_trace_record.usage(trace),
+        info=trace.get("info"),
+        scores=_trace_record.scores(trace),
+    )
+
+
+def _branch(messages: list[Any], num_input_tokens: int, num_output_tokens: int) -> dict[str, Any]:
+    return {"messages": messages, "num_input_tokens": num_input_tokens, "num_output_tokens": num_output_tokens}
+
+
+def _row(
+    *,
+    trace_id: Any,
+    task: dict[str, Any],
+    example_id: Any,
+    rollout_number: int,
+    episode_id: str | None,
+    agent: Any,
+    trainable: Any,
+    trajectory: list[dict[str, Any]],
+    tool_defs: Any,
+    reward: Any,
+    timing: Any,
+    is_completed: Any,
+    is_truncated: bool,
+    metrics: Mapping[str, Any],
+    error: Any,
+    stop_condition: Any,
+    token_usage: Any,
+    info: Any,
+    scores: Iterable[tuple[str, Any]],
+) -> dict[str, Any]:
+    """The one place that decides the row's keys and their order, whichever form the trace came in."""
     row: dict[str, Any] = {
-        "sample_id": trace.id,
-        "example_id": data.idx,
+        "sample_id": trace_id,
+        "example_id": example_id,
         "rollout_number": rollout_number,
         "episode_id": episode_id,
-        "agent": trace.agent.name,
-        "trainable": trace.agent.trainable,
+        "agent": agent,
+        "trainable": trainable,
         "task": task,
         "prompt": [],
         "completion": list(trajectory[-1]["messages"]) if trajectory else [],
         "answer": task.get("answer"),
-        "tool_defs": [tool.model_dump(mode="json", exclude_none=True) for tool in tools] if tools else None,
-        "reward": nullify(trace.reward),
-        "timing": trace.timing.model_dump(mode="json", exclude_none=True),
-        "is_completed": trace.is_completed,
-        "is_truncated": trace.is_truncated,
-        "metrics": nullify(dict(trace.metrics)),
-        "error": last_error.model_dump(mode="json", exclude_none=True) if last_error else None,
-        "stop_condition": trace.stop_condition,
+        "tool_defs": tool_defs,
+        "reward": nullify(reward),
+        "timing": timing,
+        "is_completed": is_completed,
+        "is_truncated": is_truncated,
+        "metrics": nullify(dict(metrics)),
+        "error": error,
+        "stop_condition": stop_condition,
         "trajectory": trajectory,
-        "token_usage": usage.model_dump(mode="json", exclude_none=True) if usage else None,
+        "token_usage": token_usage,
         "info": nullify(dict(info)) if info else None,
     }
     # Sub-rewards become top-level columns the way v0 had them, never over an existing column.
-    for name, reward in trace.rewards.items():
-        if reward is not None and name not in row:
-            row[name] = nullify(reward.score)
+    for name, score in scores:
+        if name not in row:
+            row[name] = nullify(score)
     return row
 
 
@@ -409,7 +569,7 @@ def _parquet_rows(
 ) -> list[tuple[dict[str, Any], _JsonColumns | None]]:
     """The episode's rows (as :func:`encode_episode_samples` decides them) with their JSON columns; None for a
     row without a trajectory, which has no Parquet row."""
-    row, columns = _parquet_row(_episode_row(episode, index, rollout_number, episode.to_record()), advantage)
+    row, columns = _parquet_row(_episode_row(episode, index, rollout_number, _own_record(episode)), advantage)
     if (columns is not None and _fits(columns.size_bound)) or _fits(len(_encode_row(row)[1])):
         return [(row, columns)]
     return [_parquet_row(trace_row, advantage) for trace_row in _fallback_rows(episode, rollout_number)]
@@ -473,6 +633,23 @@ class _ParquetTable:
         for name, value in values.items():
             self._columns[name].append(value)
         self.rows += 1
+
+    def to_parquet(self) -> bytes | None:
+        """The table as the viewer's Parquet object; None without rows."""
+        if not self.rows:
+            return None
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        buffer = io.BytesIO()
+        pq.write_table(
+            pa.Table.from_pydict(self.columns(), schema=train_sample_schema()),
+            buffer,
+            compression="snappy",
+            use_dictionary=True,
+            write_statistics=True,
+        )
+        return buffer.getvalue()
 
     def columns(self) -> dict[str, list[Any]]:
         """Every column of the schema, ``created_at`` being now for all rows."""

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from ._evals import ERROR_MESSAGE_LIMIT, EvaluationsAPI, build_create_body
 from ._failures import PlatformTimeoutError, PlatformTransportError, is_ambiguous
-from ._http import DEFAULT_TIMEOUT, MAX_ATTEMPTS, UPLOAD_TIMEOUT, PlatformHTTP, encode_json, suppressed_instrumentation
+from ._http import (
+    ATTEMPT_LISTENER,
+    DEFAULT_TIMEOUT,
+    MAX_ATTEMPTS,
+    UPLOAD_TIMEOUT,
+    PlatformHTTP,
+    encode_json,
+    suppressed_instrumentation,
+)
 from ._rft import STORAGE_ATTEMPTS, ObjectStorage, TrainingRunsAPI
 from ._urls import (
     INTERNAL_API_PATH,
@@ -18,6 +26,7 @@ from ._urls import (
 )
 
 __all__ = [
+    "ATTEMPT_LISTENER",
     "DEFAULT_TIMEOUT",
     "ERROR_MESSAGE_LIMIT",
     "INTERNAL_API_PATH",

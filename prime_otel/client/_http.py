@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import httpx
@@ -126,6 +127,11 @@ class LazyClient:
         self._client = None
 
 
+#: Told ``True`` before every attempt and ``False`` after one that certainly reached no server, so a caller can
+#: keep a durable "request in flight" marker exactly as long as a request may be under way.
+ATTEMPT_LISTENER: ContextVar[Callable[[bool], None] | None] = ContextVar("prime_otel_attempt_listener", default=None)
+
+
 class PlatformHTTP:
     """The platform client for one API root; the httpx client is built on first use."""
 
@@ -194,6 +200,21 @@ class PlatformHTTP:
                 self._sleep(delay)
 
     def _attempt(
+        self, method: str, url: str, body: bytes | None, timeout: httpx.Timeout | None, what: str
+    ) -> dict[str, Any]:
+        listener = ATTEMPT_LISTENER.get()
+        if listener is None:
+            return self._send(method, url, body, timeout, what)
+        listener(True)
+        try:
+            result = self._send(method, url, body, timeout, what)
+        except (RetryableAPIError, TransportError) as error:
+            if not is_ambiguous(error):
+                listener(False)
+            raise
+        return result
+
+    def _send(
         self, method: str, url: str, body: bytes | None, timeout: httpx.Timeout | None, what: str
     ) -> dict[str, Any]:
         headers = dict(self._headers)

@@ -15,12 +15,32 @@ _logger = logging.getLogger(__name__)
 
 
 class SinkWriteError(Exception):
-    """Part of a batch was lost; ``cause`` is the error reported for strike accounting."""
+    """Part of a batch was lost; ``cause`` is the error reported for strike accounting.
 
-    def __init__(self, cause: BaseException, failed_records: int) -> None:
+    ``lost`` are the positions (in the batch) that were certainly not applied; ``ambiguous`` those a
+    non-idempotent request may have applied before failing. Without positions, the last ``failed_records``
+    items count as lost.
+    """
+
+    def __init__(
+        self,
+        cause: BaseException,
+        failed_records: int,
+        *,
+        lost: Sequence[int] | None = None,
+        ambiguous: Sequence[int] = (),
+    ) -> None:
         super().__init__(f"{failed_records} records lost: {type(cause).__name__}: {cause}")
         self.cause = cause
         self.failed_records = failed_records
+        self._lost = None if lost is None else list(lost)
+        self.ambiguous_positions = list(ambiguous)
+
+    def lost_positions(self, batch_size: int) -> list[int]:
+        if self._lost is not None:
+            return self._lost
+        count = max(0, self.failed_records - len(self.ambiguous_positions))
+        return list(range(batch_size - count, batch_size))
 
 
 @dataclass
@@ -90,7 +110,8 @@ class RecordExporter(SpanExporter):
         return True
 
     def reset_after_fork(self) -> None:
-        """Drop (never close or flush) whatever the parent owns."""
+        """Drop (never close or flush) whatever the parent owns; subclasses call this first."""
+        self._stats_lock = threading.Lock()
 
     @property
     def quiet_off_reason(self) -> str | None:

@@ -15,7 +15,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from .._records import compact_json, is_episode, nullify
-from ..client import EvaluationsAPI
+from ..client import EvaluationsAPI, is_ambiguous
 from ..errors import is_record_rejection, is_transient
 from ..processors._spans import RecordSpan, record_of
 from ..projection import EncodedSample, RecordInput, encode_samples, pack_sample_requests
@@ -60,7 +60,7 @@ class EvalSamplesExporter(RecordExporter):
             if isinstance(record, Mapping) and "sample_id" in record:
                 row = nullify(dict(record))
                 ready.append(EncodedSample(row=row, data=compact_json(row), source=position))
-            elif record is not None and not isinstance(record, Mapping) and is_episode(record):
+            elif record is not None and is_episode(record):
                 episodes.append(record)
                 records.append(span.encoded() if isinstance(span, RecordSpan) else None)
                 positions.append(position)
@@ -73,8 +73,7 @@ class EvalSamplesExporter(RecordExporter):
             if not self._warned_skip:
                 self._warned_skip = True
                 _logger.warning(
-                    "the eval sample table takes episode objects and ready v0 rows only; %d records "
-                    "(bare traces or JSON episodes) went to Prime Traces only",
+                    "the eval sample table takes episodes and v0 rows only; %d bare traces went to Prime Traces only",
                     skipped,
                 )
         return ready
@@ -82,23 +81,24 @@ class EvalSamplesExporter(RecordExporter):
     def _send(self, samples: list[EncodedSample]) -> None:
         """Loss is counted per input record, once, with the first request that carries one of its rows."""
         counted: set[int] = set()
-        lost = 0
+        lost: list[int] = []
+        ambiguous: list[int] = []
         reported: BaseException | None = None
         requests = pack_sample_requests(samples)
         for position, request in enumerate(requests):
-            records = {samples[i].source for i in request.indices} - counted
-            counted |= records
+            records = sorted({samples[i].source for i in request.indices} - counted)
+            counted.update(records)
             try:
                 self._api.append_samples(self._evaluation_id, request.body)
             except Exception as exc:
-                lost += len(records)
+                (ambiguous if is_ambiguous(exc) else lost).extend(records)
                 if is_record_rejection(exc) or is_transient(exc):
                     if reported is None or is_transient(exc):
                         reported = exc
                     continue
                 remaining = {samples[i].source for later in requests[position + 1 :] for i in later.indices}
-                lost += len(remaining - counted)
-                raise SinkWriteError(exc, lost) from exc
+                lost.extend(sorted(remaining - counted))
+                raise SinkWriteError(exc, len(lost) + len(ambiguous), lost=lost, ambiguous=ambiguous) from exc
             self._count(delivered=len(records), requests=1, sent_bytes=len(request.body))
         if reported is not None:
-            raise SinkWriteError(reported, lost)
+            raise SinkWriteError(reported, len(lost) + len(ambiguous), lost=lost, ambiguous=ambiguous)

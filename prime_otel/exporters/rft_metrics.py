@@ -100,6 +100,7 @@ class RftMetricsWriter:
     """The ``rft_metrics`` sink: one replayable request per row (the platform keeps one row per step)."""
 
     name = "rft_metrics"
+    replay_safe = True  # the platform keeps one row per step and merges a repeat
 
     def __init__(self, api: TrainingRunsAPI, run_id: str) -> None:
         self.enabled = True
@@ -112,7 +113,7 @@ class RftMetricsWriter:
         return None
 
     def write(self, items: Sequence[Any]) -> None:
-        lost = 0
+        lost: list[int] = []
         reported: BaseException | None = None
         for position, row in enumerate(items):
             try:
@@ -120,15 +121,16 @@ class RftMetricsWriter:
                     raise TypeError(f"a metrics row must be a mapping, got {type(row).__name__}")
                 self._api.post_metrics(self._run_id, row)
             except Exception as exc:
-                lost += 1
+                lost.append(position)
                 if is_record_rejection(exc) or is_transient(exc):
                     reported = exc if reported is None or is_transient(exc) else reported
                     continue
-                raise SinkWriteError(exc, lost + len(items) - position - 1) from exc
+                lost.extend(range(position + 1, len(items)))
+                raise SinkWriteError(exc, len(lost), lost=lost) from exc
             self.stats.delivered += 1
             self.stats.requests += 1
         if reported is not None:
-            raise SinkWriteError(reported, lost)
+            raise SinkWriteError(reported, len(lost), lost=lost)
 
     def flush(self) -> None:
         return None

@@ -12,14 +12,15 @@ import logging
 import random
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from ..client import ObjectStorage, TrainingRunsAPI
+from .._records import is_episode
+from ..client import ObjectStorage, TrainingRunsAPI, is_ambiguous
 from ..errors import is_record_rejection, is_transient
 from ..processors._spans import record_of
-from ..projection import episodes_to_parquet_bytes, parquet_available
+from ..projection import episodes_to_parquet_bytes, parquet_available, sample_rows_to_parquet_bytes
 from ._base import RecordExporter, SinkWriteError
 
 _logger = logging.getLogger(__name__)
@@ -29,14 +30,19 @@ _CHILD_RANGES = (2**20, 2**21)
 DEFAULT_STEP_INTERVAL = 10
 
 
+def _field(value: Any, name: str) -> Any:
+    return value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
+
+
 def training_step(record: Any) -> int | None:
-    """The dispatch step of a producer's training episode object; None for anything this sink does not take."""
-    if isinstance(record, Mapping) or not hasattr(record, "traces"):
+    """The dispatch step of a producer's training episode (object or JSON record); None for anything this sink
+    does not take (eval work, bare traces, records without a training step)."""
+    if not is_episode(record):
         return None
-    run = getattr(record, "run", None)
-    work = getattr(run, "work", None)
-    step = getattr(work, "step", None)
-    if getattr(run, "type", None) != "train" or getattr(work, "type", None) != "train":
+    run = _field(record, "run")
+    work = _field(run, "work")
+    step = _field(work, "step")
+    if _field(run, "type") != "train" or _field(work, "type") != "train":
         return None
     return step if isinstance(step, int) and not isinstance(step, bool) else None
 
@@ -85,45 +91,63 @@ class RftSamplesExporter(RecordExporter):
         if self._write_only_when is not None and not self._write_only_when():
             return
         by_step: dict[int, list[Any]] = defaultdict(list)
+        positions: dict[int, list[int]] = defaultdict(list)
         skipped = 0
-        for span in items:
-            record = record_of(span) if isinstance(span, ReadableSpan) else span
-            step = training_step(record)
+        for position, item in enumerate(items):
+            step = self._step_of(item)
             if step is None:
                 skipped += 1
             elif step % self._step_interval:
                 self.sampled_out += 1
             else:
-                by_step[step].append(record)
+                by_step[step].append(item)
+                positions[step].append(position)
         if skipped:
             self._count(skipped=skipped)
-        self._upload_steps(by_step)
+        self._upload_steps(by_step, positions)
 
-    def _upload_steps(self, by_step: Mapping[int, list[Any]]) -> None:
-        lost = 0
+    def _step_of(self, item: Any) -> int | None:
+        return training_step(_record(item))
+
+    def _parquet(self, items: list[Any], step: int, sample_id_offset: int) -> bytes | None:
+        episodes = [_record(item) for item in items]
+        return episodes_to_parquet_bytes(episodes, self._run_id, step, sample_id_offset=sample_id_offset)
+
+    def _upload_steps(self, by_step: Mapping[int, list[Any]], positions: Mapping[int, list[int]]) -> None:
+        """One loss unit per step; a step whose confirm failed ambiguously may be registered (never resent)."""
+        lost: list[int] = []
+        ambiguous: list[int] = []
         reported: BaseException | None = None
-        for step in sorted(by_step):
-            episodes = by_step[step]
+        steps = sorted(by_step)
+        for index, step in enumerate(steps):
             try:
-                self._upload_step(step, episodes)
+                self._upload_step(step, by_step[step])
+            except _ConfirmFailed as failure:
+                ambiguous.extend(positions[step])
+                reported = failure.cause if reported is None or not _is_permanent(reported) else reported
             except Exception as exc:
-                lost += len(episodes)
+                lost.extend(positions[step])
                 reported = exc if reported is None or not _is_permanent(reported) else reported
                 if _is_permanent(exc):
-                    remaining = sum(len(by_step[s]) for s in sorted(by_step) if s > step)
-                    raise SinkWriteError(exc, lost + remaining) from exc
+                    lost.extend(p for later in steps[index + 1 :] for p in positions[later])
+                    raise SinkWriteError(exc, len(lost) + len(ambiguous), lost=lost, ambiguous=ambiguous) from exc
         if reported is not None:
-            raise SinkWriteError(reported, lost)
+            raise SinkWriteError(reported, len(lost) + len(ambiguous), lost=lost, ambiguous=ambiguous)
 
     def _upload_step(self, step: int, episodes: list[Any]) -> None:
         offset = self._next_range(step) * SAMPLE_ID_RANGE
-        payload = episodes_to_parquet_bytes(episodes, self._run_id, step, sample_id_offset=offset)
+        payload = self._parquet(episodes, step, offset)
         if payload is None:
             self._count(skipped=len(episodes))
             return
         url, key = self._api.presign(self._run_id, step)
         self._storage.put(url, payload)
-        self._api.confirm(self._run_id, step, key)
+        try:
+            self._api.confirm(self._run_id, step, key)
+        except Exception as exc:
+            if is_ambiguous(exc):
+                raise _ConfirmFailed(exc) from exc
+            raise
         self.steps_written += 1
         self._count(delivered=len(episodes), requests=3, sent_bytes=len(payload))
 
@@ -138,8 +162,50 @@ class RftSamplesExporter(RecordExporter):
         self._storage.close()
 
     def reset_after_fork(self) -> None:
+        super().reset_after_fork()
         self._forked = True
         self._storage.reset_after_fork()
+
+
+class SampleRowsItem(Protocol):
+    """An item of :class:`RftSampleRowsExporter`: one episode's dispatch step, v0 rows and environment id."""
+
+    @property
+    def train_step(self) -> int | None: ...
+
+    @property
+    def sample_rows(self) -> list[dict[str, Any]]: ...
+
+    @property
+    def env_name(self) -> str: ...
+
+
+class RftSampleRowsExporter(RftSamplesExporter):
+    """The same step objects built from episodes' v0 rows, for producers whose episode objects stay in their
+    own process (the OTLP gateway): items are :class:`SampleRowsItem`s."""
+
+    def _step_of(self, item: Any) -> int | None:
+        step = getattr(item, "train_step", None)
+        return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+    def _parquet(self, items: list[Any], step: int, sample_id_offset: int) -> bytes | None:
+        rows = [row for item in items for row in item.sample_rows]
+        env_names = {str(item.sample_rows[0].get("episode_id")): item.env_name for item in items if item.sample_rows}
+        return sample_rows_to_parquet_bytes(
+            rows, self._run_id, step, sample_id_offset=sample_id_offset, env_names=env_names
+        )
+
+
+class _ConfirmFailed(Exception):
+    """The object was stored and its confirm failed ambiguously: it may be registered already."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def _record(item: Any) -> Any:
+    return record_of(item) if isinstance(item, ReadableSpan) else item
 
 
 def _is_permanent(error: BaseException) -> bool:

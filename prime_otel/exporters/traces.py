@@ -30,6 +30,7 @@ class PrimeTracesExporter(RecordExporter):
     """Writes episode and trace spans to Prime Traces, stamped with the platform run id and kind."""
 
     name = "traces"
+    replay_safe = True  # content-addressed: the service answers a replay with the earlier receipt
 
     def __init__(
         self,
@@ -108,7 +109,8 @@ class PrimeTracesExporter(RecordExporter):
             raise
         except Exception as exc:
             if committed:
-                raise SinkWriteError(exc, len(lines) - committed) from exc
+                lost = range(committed, len(lines))
+                raise SinkWriteError(exc, len(lost), lost=lost) from exc
             raise
 
     def _encode(self, spans: Sequence[ReadableSpan]) -> tuple[list[bytes], list[bool]]:
@@ -136,4 +138,5 @@ class PrimeTracesExporter(RecordExporter):
             client.client.close()
 
     def reset_after_fork(self) -> None:
+        super().reset_after_fork()
         self._client = None

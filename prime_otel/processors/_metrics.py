@@ -19,6 +19,8 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 
 from .._conventions import RUN_STEP
+from .._records import compact_json
+from .._spool import RunSpool, SpooledRecord
 from ..exporters.rft_metrics import StepRowExporter
 from ._slot import SinkSlot
 from ._uploader import Uploader
@@ -31,8 +33,8 @@ _COLLECT_ONLY: Mapping[str, Any] = {}
 class StepMetricsUploader(Uploader):
     """Owns the run's ``MeterProvider``; exports happen only when a step is logged (no periodic thread)."""
 
-    def __init__(self, slots: Sequence[SinkSlot], resource: Resource) -> None:
-        super().__init__(slots, thread_name="prime-otel-metrics")
+    def __init__(self, slots: Sequence[SinkSlot], resource: Resource, spool: RunSpool | None = None) -> None:
+        super().__init__(slots, thread_name="prime-otel-metrics", spool=spool)
         self._rows = StepRowExporter()
         self._reader = PeriodicExportingMetricReader(self._rows, export_interval_millis=math.inf)
         self.meter_provider = MeterProvider(resource=resource, metric_readers=[self._reader], shutdown_on_exit=False)
@@ -51,7 +53,19 @@ class StepMetricsUploader(Uploader):
         rows: list[dict[str, Any]] = []
         for values in items:
             rows.extend(self._collect_step(values))
-        self._dispatch_to_slots(rows)
+        if rows:
+            self._dispatch_to_slots(rows, self._log(_METRICS, rows))
+
+    def _encode_for_spool(self, items: list[Any]) -> list[bytes]:
+        return [compact_json(row) for row in items if row is not _COLLECT_ONLY]
+
+    def _spill(self, kind: str, items: list[Any]) -> bool:
+        # A collection request is not a record: only rows the producer logged go to the spool.
+        rows = [row for row in items if row is not _COLLECT_ONLY]
+        return super()._spill(kind, rows) if rows else True
+
+    def _from_spool(self, records: list[SpooledRecord]) -> list[Any]:
+        return [record.record for record in records]
 
     def _collect_step(self, values: Mapping[str, Any]) -> list[dict[str, Any]]:
         extra = {}

@@ -13,6 +13,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from .._conventions import RECORD_JSON, RECORD_MAP
+from .._spool import RunSpool, SpooledRecord
 from ._slot import SinkSlot
 from ._spans import RECORD_SPAN_NAMES, PlainRecordSpan, RecordSpan, child_summary, record_from_attributes, record_kind
 from ._uploader import DEFAULT_MAX_QUEUE_BATCHES, DEFAULT_PUT_TIMEOUT_SECONDS, Uploader
@@ -31,8 +32,11 @@ class RecordProcessor(Uploader, SpanProcessor):
         max_queue_batches: int = DEFAULT_MAX_QUEUE_BATCHES,
         put_timeout: float = DEFAULT_PUT_TIMEOUT_SECONDS,
         thread_name: str = "prime-otel-uploader",
+        spool: RunSpool | None = None,
     ) -> None:
-        super().__init__(slots, max_queue_batches=max_queue_batches, put_timeout=put_timeout, thread_name=thread_name)
+        super().__init__(
+            slots, max_queue_batches=max_queue_batches, put_timeout=put_timeout, thread_name=thread_name, spool=spool
+        )
         self._resource = resource
         self._children: dict[int, list[dict[str, Any]]] = {}
         self._children_lock = threading.Lock()
@@ -76,9 +80,20 @@ class RecordProcessor(Uploader, SpanProcessor):
                 siblings.append(child_summary(span))
 
     def _deliver(self, items: list[Any]) -> None:
+        spans = self._spans(items)
+        seqs = self._log(spans[0].name, spans) if spans else None
+        self._dispatch_to_slots(spans, seqs)
+
+    def _spans(self, items: list[Any]) -> list[RecordSpan]:
         logged_at = time.time_ns()
-        spans = [i if isinstance(i, ReadableSpan) else RecordSpan(i, self._resource, logged_at) for i in items]
-        self._dispatch_to_slots(spans)
+        return [i if isinstance(i, RecordSpan) else RecordSpan(i, self._resource, logged_at) for i in items]
+
+    def _encode_for_spool(self, items: list[Any]) -> list[bytes]:
+        return [span.encoded().plain for span in self._spans(items)]
+
+    def _from_spool(self, records: list[SpooledRecord]) -> list[Any]:
+        logged_at = time.time_ns()
+        return [RecordSpan(record.record, self._resource, logged_at) for record in records]
 
     def reset_after_fork(self) -> None:
         super().reset_after_fork()

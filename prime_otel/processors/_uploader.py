@@ -18,13 +18,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._fork import register_for_fork_reset
+from .._spool import RunSpool, SpooledRecord
 from ._slot import SinkSlot
 
 _logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_QUEUE_BATCHES = 256
 DEFAULT_PUT_TIMEOUT_SECONDS = 5.0
+SPOOL_PUT_TIMEOUT_SECONDS = 0.05
 _STOP = object()
+_IDLE_REPLAY_SECONDS = 1.0
 
 
 @dataclass
@@ -34,8 +37,10 @@ class _Batch:
 
 
 class _Barrier:
-    def __init__(self) -> None:
+    def __init__(self, drain_spool: bool = False, deadline: float | None = None) -> None:
         self.done = threading.Event()
+        self.drain_spool = drain_spool
+        self.deadline = deadline
 
 
 def remaining(deadline: float | None) -> float | None:
@@ -52,8 +57,11 @@ class Uploader:
         max_queue_batches: int = DEFAULT_MAX_QUEUE_BATCHES,
         put_timeout: float = DEFAULT_PUT_TIMEOUT_SECONDS,
         thread_name: str = "prime-otel-uploader",
+        spool: RunSpool | None = None,
     ) -> None:
         self.slots = list(slots)
+        self.spool = spool
+        self.spilled_records = 0
         self.dropped_records = 0
         self.abandoned_records = 0
         self.shutdown_timeout: float | None = 30.0
@@ -87,8 +95,14 @@ class Uploader:
             return False
         self._ensure_worker()
         try:
-            self._queue.put(_Batch(kind, items), timeout=self._put_timeout)
+            if self.spool is not None:
+                # With a spool the producer waits only briefly: what still does not fit goes to disk.
+                self._queue.put(_Batch(kind, items), timeout=SPOOL_PUT_TIMEOUT_SECONDS)
+            else:
+                self._queue.put(_Batch(kind, items), timeout=self._put_timeout)
         except queue.Full:
+            if self.spool is not None and self._spill(kind, items):
+                return True
             with self._lock:
                 self.dropped_records += len(items)
                 total = self.dropped_records
@@ -117,11 +131,57 @@ class Uploader:
     def _deliver(self, items: list[Any]) -> None:
         raise NotImplementedError
 
+    def _encode_for_spool(self, items: list[Any]) -> list[bytes]:
+        """Each item's record as compact JSON, the form the spool keeps."""
+        raise NotImplementedError
+
+    def _from_spool(self, records: list[SpooledRecord]) -> list[Any]:
+        """Items rebuilt from spooled records, for a replay through the sinks."""
+        raise NotImplementedError
+
+    def _spill(self, kind: str, items: list[Any]) -> bool:
+        """On the producer's thread, when the queue is full: log the batch as never sent to any sink."""
+        assert self.spool is not None
+        seqs = self.spool.append(kind, self._encode_for_spool(items))
+        if seqs is None:
+            return False
+        for slot in self.slots:
+            self.spool.defer(slot.name, seqs, dispatched=False)
+        with self._lock:
+            self.spilled_records += len(items)
+        return True
+
+    def _log(self, kind: str, items: list[Any]) -> list[int] | None:
+        return self.spool.append(kind, self._encode_for_spool(items)) if self.spool is not None else None
+
+    def _replay_pending(self, *, force: bool = False, deadline: float | None = None) -> None:
+        """Send spooled records to the sinks that can take them again, while no new records wait (with
+        ``force``: until none is left or the deadline passes)."""
+        if self.spool is None:
+            return
+        for slot in self.slots:
+            while slot.pending:
+                try:
+                    sent = slot.replay(self._from_spool, force=force)
+                except Exception:
+                    _logger.exception("replaying the %s sink's spool failed", slot.name)
+                    break
+                if not sent or (deadline is not None and time.monotonic() > deadline):
+                    break
+                if not force and not self._queue.empty():
+                    break  # new records go first; the backlog resumes when the queue is idle again
+
     def _next_item(self) -> object:
         if self._pending is not None:
             item, self._pending = self._pending, None
             return item
-        return self._queue.get()
+        if self.spool is None:
+            return self._queue.get()
+        while True:
+            try:
+                return self._queue.get(timeout=_IDLE_REPLAY_SECONDS)
+            except queue.Empty:
+                self._replay_pending()
 
     def _work(self) -> None:
         while True:
@@ -129,6 +189,8 @@ class Uploader:
             if item is _STOP:
                 return
             if isinstance(item, _Barrier):
+                if item.drain_spool:
+                    self._replay_pending(force=True, deadline=item.deadline)
                 self._flush_sinks()
                 item.done.set()
                 continue
@@ -137,6 +199,7 @@ class Uploader:
             self._coalesce_into(item.kind, items)
             try:
                 self._deliver(items)
+                self._replay_pending()
             except Exception:
                 _logger.exception("delivering %d records failed unexpectedly; the uploader continues", len(items))
             with self._lock:
@@ -155,14 +218,16 @@ class Uploader:
             self._pending = following
             return
 
-    def _dispatch_to_slots(self, items: Sequence[Any]) -> None:
+    def _dispatch_to_slots(self, items: Sequence[Any], seqs: Sequence[int] | None = None) -> None:
         for slot in self.slots:
             try:
-                slot.dispatch(items)
+                slot.dispatch(items, seqs)
             except Exception:
                 _logger.exception("the %s sink raised unexpectedly; the uploader continues", slot.name)
 
     def _flush_sinks(self) -> None:
+        if self.spool is not None:
+            self.spool.save()
         for slot in self.slots:
             if slot.exporter.enabled:
                 try:
@@ -172,14 +237,17 @@ class Uploader:
 
     # -- flush and close ---------------------------------------------------------------------------
 
-    def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until everything queued before this call was written; False when the deadline passed first."""
+    def flush(self, timeout: float | None = 30.0, *, drain_spool: bool = False) -> bool:
+        """Wait until everything queued before this call was written; False when the deadline passed first.
+        With ``drain_spool``, every sink (paused ones too) is also given what its spool holds, until the deadline."""
         deadline = None if timeout is None else time.monotonic() + timeout
         thread = self._thread
         if thread is None or not thread.is_alive():
+            if drain_spool:
+                self._replay_pending(force=True, deadline=deadline)
             self._flush_sinks()
             return True
-        barrier = _Barrier()
+        barrier = _Barrier(drain_spool, deadline)
         try:
             self._queue.put(barrier, timeout=remaining(deadline))
         except queue.Full:
@@ -203,6 +271,8 @@ class Uploader:
             if thread.is_alive():
                 self._abandon_undelivered()
                 return False
+        if self.spool is not None:
+            self.spool.save()
         for slot in self.slots:
             try:
                 slot.exporter.close()
@@ -211,7 +281,12 @@ class Uploader:
         return True
 
     def _abandon_undelivered(self) -> None:
-        """At the deadline, whatever is queued or in flight counts as failed on every sink still writing."""
+        """At the deadline, whatever is queued or in flight counts as failed on every sink still writing; with
+        a spool, the queued batches go to it instead (the one in flight is already there)."""
+        if self.spool is not None:
+            self._spill_queue()
+            self.spool.save()
+            return
         with self._lock:
             self.abandoned_records = self._undelivered
         for slot in self.slots:
@@ -222,9 +297,24 @@ class Uploader:
             self.abandoned_records,
         )
 
+    def _spill_queue(self) -> None:
+        spilled = 0
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(item, _Batch) and self._spill(item.kind, item.items):
+                spilled += len(item.items)
+        _logger.warning(
+            "the uploader is still writing at the deadline: %d queued records were kept in the spool (%s)",
+            spilled,
+            self.spool.folder if self.spool is not None else "",
+        )
+
     def reset_after_fork(self) -> None:
         """In a forked child: the parent's queued records are the parent's; counters and strikes carry over."""
         self._init_runtime_state()
         self._undelivered = 0
         for slot in self.slots:
-            slot.exporter.reset_after_fork()
+            slot.reset_after_fork()

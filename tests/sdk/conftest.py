@@ -14,6 +14,7 @@ _RUN_VARIABLES = ("PRIME_RUN_ID", "PRIME_RUN_OWNER_PID", "PRIME_RUN_KIND", "PRIM
 
 def point_sdk_at(platform: LocalPlatform, monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("PRIME_RUNS_DIR", str(home / "prime-runs"))
     for name, value in platform.env.items():
         monkeypatch.setenv(name, value)
     for name in _RUN_VARIABLES:

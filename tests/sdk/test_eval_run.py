@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -135,13 +138,48 @@ def test_three_transient_failures_retire_the_samples_sink_and_the_counts_say_so(
     assert platform_env.inspect.run(run.id)["num_episodes"] == 3
 
 
-def test_a_platform_that_is_down_at_finish_gives_a_bounded_finish_with_the_loss_counted(
-    platform_env: LocalPlatform,
+_DOWN_AT_FINISH_PRODUCER = """
+import json, sys
+import prime_otel as po
+from tests._fixtures import load_episodes
+
+episodes = load_episodes("eval")
+run = po.init(environments=["gsm8k"], model="m")
+print(json.dumps({"id": run.id}), flush=True)
+sys.stdin.readline()  # the test stops the platform now
+run.log_episodes(episodes)
+report = run.finish(timeout=3)
+print(json.dumps({"pending": [sink.pending for sink in report.sinks], "complete": report.complete}), flush=True)
+"""
+
+
+def test_a_platform_that_is_down_at_finish_keeps_the_records_for_a_later_sync(
+    platform_env: LocalPlatform, tmp_path: Path
 ) -> None:
-    run = po.init(environments=["gsm8k"], model="m")
+    """A bounded finish; what could not be sent stays in the run's spool and `prime-otel sync` delivers it once,
+    after the producer is gone (RB-050, issue 6)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    producer = subprocess.Popen(
+        [sys.executable, "-c", _DOWN_AT_FINISH_PRODUCER],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert producer.stdin is not None and producer.stdout is not None
+    run_id = json.loads(producer.stdout.readline())["id"]
     platform_env.stop()
-    run.log_episodes(load_episodes("eval"))
-    report = run.finish(timeout=3)
-    assert report is not None and not report.complete
-    assert sum(run.failed_records.values()) > 0
-    assert run.finished
+    producer.stdin.write("go\n")
+    producer.stdin.flush()
+    outcome = json.loads(producer.stdout.readline())
+    assert producer.wait(60) == 0
+    assert outcome == {"pending": [3, 3], "complete": False}
+
+    platform_env.restart()
+    command = [sys.executable, "-m", "prime_otel.cli", "sync", str(tmp_path / "prime-runs" / run_id)]
+    for _ in range(2):  # a second sync finds nothing left to send
+        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stdout + result.stderr
+    snapshot = platform_env.inspect.run(run_id)
+    assert snapshot["num_samples"] == 3 and snapshot["num_episodes"] == 3
+    assert snapshot["status"] in ("PROCESSING", "COMPLETED")

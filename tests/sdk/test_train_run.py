@@ -103,29 +103,35 @@ def test_a_forked_child_logging_the_same_step_keeps_sample_ids_unique(train_env:
     assert train_env.inspect.run(run.id)["requests"].get("POST /api/v1/rft/finalize", 0) == 1
 
 
-def test_an_rft_outage_pauses_the_sinks_then_metrics_and_samples_resume_with_exact_counts(
+def test_an_rft_outage_pauses_the_sinks_then_everything_is_delivered_from_the_spool_once(
     train_env: LocalPlatform, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """RB-082/RB-084: training sinks pause instead of retiring; nothing is duplicated, losses are counted."""
+    """RB-082/RB-084 and issue 6: training sinks pause instead of retiring; what failed during the outage is
+    kept in the spool and replayed after the pause, so every step's row and object lands exactly once."""
     monkeypatch.setattr(_init, "TRAINING_PAUSE_SECONDS", 1.0)
     run = po.init(kind="train", model="m", environments=["gsm8k"], sinks="legacy", samples_step_interval=1)
-    train_env.inspect.add_fault(method="*", path="/api/v1/rft/*", action="fail_before", status=503, times=None)
+    train_env.inspect.add_fault(
+        method="*", path="/api/v1/rft/*", action="fail_before", status=429, retry_after=0, times=None
+    )
     for step in range(1, 4):
         run.log_episodes([training_episode(step, 0)])
         run.log_metrics({"loss": float(step)}, step=step)
         assert run.flush(60)
-    assert run.failed_records == {"rft_samples": 3, "rft_metrics": 3}
+    assert run.report.sinks[0].pending == 3 and run.failed_records == {}
     train_env.inspect.clear_faults()
     time.sleep(1.2)
     for step in range(4, 7):
         run.log_episodes([training_episode(step, 0)])
         run.log_metrics({"loss": float(step)}, step=step)
-    run.finish()
+    report = run.finish()
 
+    assert report is not None and report.complete, report.render()
     snapshot = train_env.inspect.run(run.id)
-    assert [row["step"] for row in snapshot["metric_rows"]] == [4, 5, 6]
-    assert [entry["step"] for entry in train_env.inspect.steps(run.id)] == [4, 5, 6]
-    assert run.failed_records == {"rft_samples": 3, "rft_metrics": 3}
+    assert [row["step"] for row in snapshot["metric_rows"]] == [1, 2, 3, 4, 5, 6]
+    assert [row["loss"] for row in snapshot["metric_rows"]] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert [entry["step"] for entry in train_env.inspect.steps(run.id)] == [1, 2, 3, 4, 5, 6]
+    assert all(len(entry["objects"]) == 1 for entry in train_env.inspect.steps(run.id))
+    assert {sink.sink: sink.replayed for sink in report.sinks} == {"rft_samples": 3, "rft_metrics": 3}
 
 
 def test_a_team_outside_the_allowlist_gets_forbidden_from_init(train_env: LocalPlatform) -> None:

@@ -1,0 +1,135 @@
+"""``make bench``: our SDK side by side with the released prime-runs 0.1.4, in one run, as ratios.
+
+Starts one local platform, runs the eval and training workloads through both SDKs (each run in a fresh
+process, alternating order over rounds, medians reported), the Parquet and projection encoders in-process,
+prints one combined table and writes ``benchmarks/results/latest.json`` and ``latest.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform as host
+import pstats
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+from benchmarks._eval import SCENARIOS, Scenario, eval_sections, run_eval
+from benchmarks._harness import Harness
+from benchmarks._parquet import parquet_section, run_parquet
+from benchmarks._projection import projection_section, run_projection
+from benchmarks._report import Section, render_markdown, render_text
+from benchmarks._train import run_train, train_section
+from benchmarks._workload import train_steps
+from prime_otel.testing import start_local_platform
+
+RESULTS = Path(__file__).resolve().parent / "results"
+PROFILE_LINES = 30
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=2000, help="eval episodes per run (default 2000)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per comparison (default 3)")
+    parser.add_argument(
+        "--scenarios", default=",".join(SCENARIOS), help=f"eval scenarios, comma-separated: {', '.join(SCENARIOS)}"
+    )
+    parser.add_argument("--steps", type=int, default=60, help="training steps (default 60)")
+    parser.add_argument("--per-step", type=int, default=16, help="training episodes per step (default 16)")
+    parser.add_argument("--parquet-rounds", type=int, default=3, help="best of N for Parquet encoding (default 3)")
+    parser.add_argument("--projection-repeat", type=int, default=50, help="bench_projection.py --repeat; 0 skips")
+    parser.add_argument("--skip-train", action="store_true", help="leave out the training workload and Parquet")
+    parser.add_argument(
+        "--profile", action="store_true", help="also run one cProfiled child of ours per eval scenario (not measured)"
+    )
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where latest.json and latest.md go")
+    return parser.parse_args(argv)
+
+
+def environment() -> dict[str, Any]:
+    return {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "python": sys.version.split()[0],
+        "machine": f"{host.system()} {host.machine()}, {os.cpu_count()} cores",
+        "prime_runs": version("prime-runs"),
+        "prime_otel": version("prime-otel"),
+        "verifiers": version("verifiers"),
+        "load_average_at_start": os.getloadavg()[0],
+    }
+
+
+def profile_ours(harness: Harness, scenarios: list[Scenario], episodes: int, out: Path) -> dict[str, str]:
+    """One extra cProfiled run of ours per scenario; the top functions by own time, written next to the results."""
+    reports = {}
+    for scenario in scenarios:
+        harness.account(scenario.traces_enabled)
+        raw = out / f"profile-eval-{scenario.key}.prof"
+        spec = {"sdk": "ours", "workload": "eval", "episodes": episodes, "sinks": scenario.our_sinks}
+        harness.run({**spec, "profile": str(raw)})
+        text = out / f"profile-eval-{scenario.key}.txt"
+        with text.open("w") as stream:
+            stats = pstats.Stats(str(raw), stream=stream)
+            stats.strip_dirs().sort_stats("tottime").print_stats(PROFILE_LINES)
+            stats.sort_stats("cumulative").print_stats(PROFILE_LINES)
+        raw.unlink()
+        reports[scenario.key] = str(text)
+    harness.account(True)
+    return reports
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    scenarios = [SCENARIOS[key.strip()] for key in args.scenarios.split(",") if key.strip()]
+    args.out.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    results: dict[str, Any] = {"environment": environment(), "settings": {k: str(v) for k, v in vars(args).items()}}
+    sections: list[Section] = []
+    with tempfile.TemporaryDirectory(prefix="prime-bench-") as scratch:
+        print(f"starting the local platform in {scratch} ...", flush=True)
+        with start_local_platform(
+            Path(scratch) / "platform", samples_rate_limit=100000, metrics_rate_limit=100000
+        ) as platform:
+            harness = Harness(platform, Path(scratch))
+            eval_runs = run_eval(harness, scenarios, args.episodes, args.rounds)
+            results["eval"] = eval_runs
+            sections += eval_sections(scenarios, eval_runs, args.episodes, args.rounds)
+            if not args.skip_train:
+                train_runs = run_train(harness, args.steps, args.per_step, args.rounds)
+                results["train"] = train_runs
+                sections.append(train_section(train_runs, args.steps, args.per_step, args.rounds))
+            if args.profile:
+                results["profiles"] = profile_ours(harness, scenarios, args.episodes, args.out)
+    if not args.skip_train:
+        print("Parquet encoding ...", flush=True)
+        results["parquet"] = run_parquet(train_steps(args.steps, args.per_step), args.parquet_rounds)
+        sections.append(parquet_section(results["parquet"]))
+    if args.projection_repeat > 0:
+        print("bench_projection.py ...", flush=True)
+        results["projection"] = run_projection(args.projection_repeat, rounds=3)
+        sections.append(projection_section(results["projection"]))
+    results["elapsed_s"] = time.monotonic() - began
+    results["sections"] = [section.to_dict() for section in sections]
+
+    env = results["environment"]
+    heading = (
+        f"prime-otel {env['prime_otel']} vs prime-runs {env['prime_runs']} (verifiers {env['verifiers']}), "
+        f"Python {env['python']}, {env['machine']} (load average {env['load_average_at_start']:.1f} at start), "
+        f"{env['date']}; took {results['elapsed_s']:.0f} s"
+    )
+    print("\n" + heading + "\n" + render_text(sections))
+    (args.out / "latest.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    preamble = ["## Benchmarks: prime-otel vs prime-runs 0.1.4", "", heading + ".", "", "Run: `make bench`."]
+    (args.out / "latest.md").write_text(render_markdown(sections, preamble))
+    print(f"\nwrote {args.out / 'latest.json'} and {args.out / 'latest.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,213 @@
+"""One SDK, one workload, in a fresh process: ``python -m benchmarks._child '<spec as JSON>'``.
+
+Prints one JSON line on stdout with what this process measured about itself: CPU (user+sys of every
+thread, from just before ``init()`` to just after ``finish()`` returned), wall time over the same span,
+peak RSS, and the producer-side latency of every logging call. The episodes are built (and frozen out of
+the garbage collector's reach) before the measured span starts, so building them is never measured.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import gc
+import json
+import pstats
+import resource
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from benchmarks._stats import latency_summary
+from benchmarks._workload import eval_episodes, train_steps
+
+EVAL_RUN = {"name": "bench-eval", "environments": ["gsm8k"], "model": "Qwen/Qwen3-8B", "framework": "verifiers"}
+TRAIN_MODEL = "Qwen/Qwen3-4B"
+TEAM_ID = "bench-team"
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    sdk: str  # "ours" or "prime-runs"
+    workload: str  # "eval" or "train"
+    episodes: int = 2000
+    steps: int = 60
+    per_step: int = 16
+    sinks: str | None = None  # ours only
+    profile: str | None = None  # a cProfile output path for the measured span
+
+    @classmethod
+    def parse(cls, text: str) -> ChildSpec:
+        return cls(**json.loads(text))
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def sdk_init(spec: ChildSpec) -> Callable[..., Any]:
+    if spec.sdk == "prime-runs":
+        import prime_runs
+
+        return prime_runs.init
+    import prime_otel
+
+    extra: dict[str, Any] = {} if spec.sinks is None else {"sinks": spec.sinks}
+    return lambda **kwargs: prime_otel.init(**extra, **kwargs)
+
+
+def training_spec(spec: ChildSpec) -> Any:
+    import prime_runs
+
+    import prime_otel
+
+    spec_type = prime_runs.TrainingSpec if spec.sdk == "prime-runs" else prime_otel.TrainingSpec
+    return spec_type(max_steps=spec.steps, batch_size=spec.per_step)
+
+
+def metrics_row(step: int) -> dict[str, Any]:
+    return {"loss": 1.0 / step, "reward": 0.5, "entropy": 0.3, "lr": 1e-5, "perf/tokens_per_s": 1234.5}
+
+
+class ThreadProfiles:
+    """cProfile of the calling thread and of every thread started while enabled (the SDKs' uploaders)."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._profiles: list[cProfile.Profile] = []
+
+    def enable(self) -> None:
+        threading.setprofile(self._enable_in_new_thread)
+        self._enable_here()
+
+    def _enable_in_new_thread(self, frame: Any, event: str, arg: Any) -> None:
+        sys.setprofile(None)
+        self._enable_here()
+
+    def _enable_here(self) -> None:
+        profile = cProfile.Profile()
+        self._profiles.append(profile)
+        profile.enable()
+
+    def dump(self) -> None:
+        threading.setprofile(None)
+        self._profiles[0].disable()
+        stats = pstats.Stats(self._profiles[0])
+        for profile in self._profiles[1:]:
+            stats.add(profile)
+        stats.dump_stats(self._path)
+
+
+class Measured:
+    """The measured span: CPU and wall from ``start()`` to ``stop()``, optionally under cProfile."""
+
+    def __init__(self, profile_path: str | None) -> None:
+        self._profiles = ThreadProfiles(profile_path) if profile_path else None
+        self._cpu = 0.0
+        self._wall = 0.0
+
+    def start(self) -> None:
+        self._cpu, self._wall = cpu_seconds(), time.perf_counter()
+        if self._profiles is not None:
+            self._profiles.enable()
+
+    def elapsed_cpu(self) -> float:
+        return cpu_seconds() - self._cpu
+
+    def stop(self) -> dict[str, float]:
+        measured = {"cpu_s": cpu_seconds() - self._cpu, "wall_s": time.perf_counter() - self._wall}
+        if self._profiles is not None:
+            self._profiles.dump()
+        return measured
+
+
+def run_eval(spec: ChildSpec) -> dict[str, Any]:
+    init = sdk_init(spec)
+    build_start = cpu_seconds()
+    episodes = eval_episodes(spec.episodes)
+    build_cpu = cpu_seconds() - build_start
+    settle()
+    span = Measured(spec.profile)
+    span.start()
+    run = init(**EVAL_RUN)
+    init_cpu = span.elapsed_cpu()
+    latencies = []
+    for episode in episodes:
+        began = time.perf_counter_ns()
+        run.log_episodes([episode])
+        latencies.append(time.perf_counter_ns() - began)
+    finish_began = time.perf_counter()
+    run.finish()
+    finish_s = time.perf_counter() - finish_began
+    measured = span.stop()
+    return {
+        **measured,
+        "run_id": run.id,
+        "build_cpu_s": build_cpu,
+        "init_cpu_s": init_cpu,
+        "finish_s": finish_s,
+        "logged": len(episodes),
+        "log_episodes_ns": latency_summary(latencies),
+        "errors": list(run.errors),
+    }
+
+
+def run_train(spec: ChildSpec) -> dict[str, Any]:
+    init = sdk_init(spec)
+    build_start = cpu_seconds()
+    batches = train_steps(spec.steps, spec.per_step)
+    build_cpu = cpu_seconds() - build_start
+    rows = [metrics_row(step) for step in range(1, spec.steps + 1)]
+    settle()
+    span = Measured(spec.profile)
+    span.start()
+    run = init(kind="train", model=TRAIN_MODEL, team_id=TEAM_ID, training=training_spec(spec))
+    init_cpu = span.elapsed_cpu()
+    episode_latencies, metric_latencies = [], []
+    for step, (batch, row) in enumerate(zip(batches, rows, strict=True), start=1):
+        began = time.perf_counter_ns()
+        run.log_episodes(batch)
+        episode_latencies.append(time.perf_counter_ns() - began)
+        began = time.perf_counter_ns()
+        run.log_metrics(row, step=step)
+        metric_latencies.append(time.perf_counter_ns() - began)
+    finish_began = time.perf_counter()
+    run.finish()
+    finish_s = time.perf_counter() - finish_began
+    measured = span.stop()
+    return {
+        **measured,
+        "run_id": run.id,
+        "build_cpu_s": build_cpu,
+        "init_cpu_s": init_cpu,
+        "finish_s": finish_s,
+        "logged": sum(len(batch) for batch in batches),
+        "steps": spec.steps,
+        "log_episodes_ns": latency_summary(episode_latencies),
+        "log_metrics_ns": latency_summary(metric_latencies),
+        "errors": list(run.errors),
+    }
+
+
+def settle() -> None:
+    """Move the prebuilt workload out of the collector's generations: scanning it is part of building it."""
+    gc.collect()
+    gc.freeze()
+
+
+WORKLOADS: Mapping[str, Callable[[ChildSpec], dict[str, Any]]] = {"eval": run_eval, "train": run_train}
+
+
+def main(argv: list[str]) -> int:
+    spec = ChildSpec.parse(argv[1])
+    result = WORKLOADS[spec.workload](spec)
+    result["peak_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))

@@ -1,0 +1,38 @@
+"""The benchmark workloads' records: real verifiers 0.4.0 episodes from the examples' generator."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+TRAIN_RUN_NAME = "bench-train"
+
+
+def eval_episodes(count: int) -> list[Any]:
+    """``count`` eval episodes (varied from the fixture episodes)."""
+    return _make_episodes(count, "eval")
+
+
+def train_steps(steps: int, per_step: int) -> list[list[Any]]:
+    """``steps`` batches of ``per_step`` train episodes, each stamped with its dispatch step (1-based)."""
+    from verifiers.v1.episode import PolicySpan, TrainRunInfo, TrainWorkInfo
+
+    episodes = _make_episodes(steps * per_step, "train")
+    batches = []
+    for step in range(1, steps + 1):
+        batch = episodes[(step - 1) * per_step : step * per_step]
+        work = TrainWorkInfo(step=step, policy=PolicySpan(start=max(0, step - 1), end=step))
+        for episode in batch:
+            episode.record_run(TrainRunInfo(id=TRAIN_RUN_NAME, name=TRAIN_RUN_NAME, work=work))
+        batches.append(batch)
+    return batches
+
+
+def _make_episodes(count: int, kind: str) -> list[Any]:
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
+    from _episodes import make_episodes
+
+    return list(make_episodes(count, kind=kind))

@@ -1,0 +1,325 @@
+"""The run's durable spool: a write-ahead log of records plus a ledger of what each sink did with them.
+
+Every record the uploader takes is appended to the log before it is sent (and a batch the producer could
+not queue is appended on the producer's thread), so a record that could not be delivered now is kept
+instead of dropped, and survives a crash of the producer. Per sink, the ledger says which records are
+settled (delivered, or reported as possibly missing), which wait for a replay, and which request was in
+flight, so a later replay never resends what may already have been applied to a non-idempotent table.
+
+Layout under ``<run folder>/spool/``: ``log-<first seq>.jsonl`` segments of ``{"s": seq, "k": kind,
+"r": record}`` lines, and ``ledger.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._fork import register_for_fork_reset
+from ._offline import write_json_atomically
+
+_logger = logging.getLogger("prime_otel")
+
+SPOOL_DIR = "spool"
+LEDGER_FILE = "ledger.json"
+SEGMENT_PREFIX = "log-"
+SEGMENT_BYTES = 64 * 1024 * 1024
+LEDGER_SAVE_INTERVAL_SECONDS = 0.5
+DEFAULT_SPOOL_MAX_BYTES = 4 * 1024 * 1024 * 1024
+
+
+@dataclass
+class SinkLedger:
+    """One sink's view of the log: ``pending`` seqs await a replay, ``missing`` may or may not have been
+    applied (never replayed), ``inflight`` was being sent by a non-idempotent request when last written."""
+
+    pending: list[int] = field(default_factory=list)
+    missing: list[int] = field(default_factory=list)
+    inflight: list[int] = field(default_factory=list)
+    #: Every seq below this was dispatched to the sink and has an outcome (delivered, pending or missing).
+    through: int = 0
+    delivered: int = 0
+    spooled: int = 0
+    replayed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pending": _ranges(self.pending),
+            "missing": _ranges(self.missing),
+            "inflight": _ranges(self.inflight),
+            "through": self.through,
+            "delivered": self.delivered,
+            "spooled": self.spooled,
+            "replayed": self.replayed,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SinkLedger:
+        return cls(
+            pending=_expand(data.get("pending", [])),
+            missing=_expand(data.get("missing", [])),
+            inflight=_expand(data.get("inflight", [])),
+            through=int(data.get("through", 0)),
+            delivered=int(data.get("delivered", 0)),
+            spooled=int(data.get("spooled", 0)),
+            replayed=int(data.get("replayed", 0)),
+        )
+
+
+def _ranges(seqs: Sequence[int]) -> list[list[int]]:
+    """Sorted seqs as ``[start, stop)`` ranges, so a long outage costs a few numbers in the ledger."""
+    out: list[list[int]] = []
+    for seq in sorted(seqs):
+        if out and out[-1][1] == seq:
+            out[-1][1] = seq + 1
+        else:
+            out.append([seq, seq + 1])
+    return out
+
+
+def _expand(ranges: Iterable[Sequence[int]]) -> list[int]:
+    return [seq for start, stop in ranges for seq in range(start, stop)]
+
+
+@dataclass(frozen=True)
+class SpooledRecord:
+    seq: int
+    kind: str
+    record: dict[str, Any]
+
+
+class RunSpool:
+    """The spool of one run folder; thread-safe, append-only, bounded by ``max_bytes`` of log on disk."""
+
+    def __init__(
+        self,
+        run_folder: Path,
+        max_bytes: int = DEFAULT_SPOOL_MAX_BYTES,
+        *,
+        name: str = SPOOL_DIR,
+        sinks: Sequence[str] = (),
+    ) -> None:
+        self.run_folder = run_folder
+        self.name = name
+        self.folder = run_folder / name
+        self.sinks = list(sinks)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.max_bytes = max_bytes
+        self.dropped = 0
+        self._lock = threading.Lock()
+        self._sinks: dict[str, SinkLedger] = {}
+        self._next_seq = 0
+        self._index: dict[int, tuple[Path, int]] = {}
+        self._bytes = 0
+        self._segment: Path | None = None
+        self._segment_bytes = 0
+        self._last_save = 0.0
+        self._load()
+        register_for_fork_reset(self)
+
+    @classmethod
+    def all_in(cls, run_folder: Path) -> list[RunSpool]:
+        """Every spool of a run folder: the owner's and those of other processes of the run."""
+        return [cls(run_folder, name=path.name) for path in sorted(run_folder.glob(f"{SPOOL_DIR}*")) if path.is_dir()]
+
+    def reset_after_fork(self) -> None:
+        """A forked child keeps its own log: two processes never append to one sequence."""
+        base = self.name.split("@")[0]
+        self.__init__(  # type: ignore[misc]
+            self.run_folder, self.max_bytes, name=f"{base}@{os.getpid()}", sinks=self.sinks
+        )
+
+    # -- the log ---------------------------------------------------------------------------------
+
+    def _segments(self) -> list[tuple[int, Path]]:
+        found = []
+        for path in self.folder.glob(f"{SEGMENT_PREFIX}*.jsonl"):
+            start = path.stem[len(SEGMENT_PREFIX) :]
+            if start.isdigit():
+                found.append((int(start), path))
+        return sorted(found)
+
+    def _load(self) -> None:
+        ledger = self.folder / LEDGER_FILE
+        if ledger.exists():
+            data = json.loads(ledger.read_text(encoding="utf-8"))
+            self._sinks = {name: SinkLedger.from_dict(entry) for name, entry in data.get("sinks", {}).items()}
+            self.sinks = list(dict.fromkeys([*self.sinks, *data.get("declared_sinks", [])]))
+            self._next_seq = int(data.get("next_seq", 0))
+        for _, path in self._segments():
+            self._index_segment(path)
+
+    def _index_segment(self, path: Path) -> None:
+        """Where each seq's line starts; a line torn by a crash was never acknowledged to anyone."""
+        offset = 0
+        with path.open("rb") as handle:
+            for raw in handle:
+                if not raw.endswith(b"\n"):
+                    break
+                seq = int(raw[5 : raw.index(b",")])  # every line starts with {"s":<seq>,
+                self._index[seq] = (path, offset)
+                self._next_seq = max(self._next_seq, seq + 1)
+                offset += len(raw)
+        self._bytes += offset
+        self._segment, self._segment_bytes = path, offset
+
+    def append(self, kind: str, encoded_records: Sequence[bytes]) -> list[int] | None:
+        """Log records (compact JSON, unstamped); their seqs, or None when the spool is full (nothing written)."""
+        with self._lock:
+            if self._bytes >= self.max_bytes:
+                self.dropped += len(encoded_records)
+                return None
+            first = self._next_seq
+            kind_json = json.dumps(kind).encode()
+            lines = [
+                b'{"s":%d,"k":%s,"r":%s}\n' % (first + offset, kind_json, data)
+                for offset, data in enumerate(encoded_records)
+            ]
+            self._next_seq = first + len(lines)
+            if self._segment is None or self._segment_bytes >= SEGMENT_BYTES:
+                self._segment, self._segment_bytes = self.folder / f"{SEGMENT_PREFIX}{first:012d}.jsonl", 0
+            descriptor = os.open(self._segment, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(descriptor, b"".join(lines))
+            finally:
+                os.close(descriptor)
+            offset = self._segment_bytes
+            for seq, line in enumerate(lines, start=first):
+                self._index[seq] = (self._segment, offset)
+                offset += len(line)
+            self._bytes += offset - self._segment_bytes
+            self._segment_bytes = offset
+            return list(range(first, first + len(lines)))
+
+    def read(self, seqs: Sequence[int]) -> list[SpooledRecord]:
+        """The logged records for ``seqs`` that the log still holds, in seq order."""
+        with self._lock:
+            places = sorted((self._index[seq], seq) for seq in set(seqs) if seq in self._index)
+        found: list[SpooledRecord] = []
+        handle = None
+        current: Path | None = None
+        try:
+            for (path, offset), _ in places:
+                if path != current:
+                    if handle is not None:
+                        handle.close()
+                    handle, current = path.open("rb"), path
+                assert handle is not None
+                handle.seek(offset)
+                entry = json.loads(handle.readline())
+                found.append(SpooledRecord(entry["s"], entry["k"], entry["r"]))
+        finally:
+            if handle is not None:
+                handle.close()
+        return sorted(found, key=lambda record: record.seq)
+
+    # -- the ledger ------------------------------------------------------------------------------
+
+    def waiting(self, name: str) -> int:
+        """Records of ``name`` not settled yet: kept for a replay, or logged and not (yet) answered for."""
+        ledger = self.sink(name)
+        with self._lock:
+            pending = set(ledger.pending)
+            unanswered = sum(1 for seq in range(ledger.through, self._next_seq) if seq not in pending)
+            return len(pending) + unanswered
+
+    @property
+    def sink_names(self) -> list[str]:
+        with self._lock:
+            return list(self._sinks)
+
+    def sink(self, name: str) -> SinkLedger:
+        with self._lock:
+            return self._sinks.setdefault(name, SinkLedger())
+
+    def save_soon(self) -> None:
+        """Ledger changes that a crash may lose: losing them only causes a replay that is safe anyway (a
+        non-idempotent request's in-flight marker is written at once, see :meth:`mark_inflight`)."""
+        if time.monotonic() - self._last_save >= LEDGER_SAVE_INTERVAL_SECONDS:
+            self.save()
+
+    def save(self) -> None:
+        self._last_save = time.monotonic()
+        with self._lock:
+            document = {
+                "next_seq": self._next_seq,
+                "declared_sinks": self.sinks,
+                "sinks": {n: s.to_dict() for n, s in self._sinks.items()},
+            }
+        write_json_atomically(self.folder / LEDGER_FILE, document)
+
+    def defer(self, name: str, seqs: Sequence[int], *, dispatched: bool = True) -> None:
+        """These records did not reach ``name`` and may be replayed (they were never applied). ``dispatched``
+        is False for a batch the producer spilled before the uploader took it."""
+        ledger = self.sink(name)
+        with self._lock:
+            known = set(ledger.pending)
+            fresh = [seq for seq in seqs if seq not in known]
+            ledger.pending.extend(fresh)
+            ledger.spooled += len(fresh)
+            self._outcome(ledger, seqs, dispatched)
+        self.save_soon()
+
+    def settle(self, name: str, seqs: Sequence[int], *, replayed: bool = False) -> None:
+        """These records reached ``name``."""
+        ledger = self.sink(name)
+        with self._lock:
+            done = set(seqs)
+            before = len(ledger.pending)
+            ledger.pending = [seq for seq in ledger.pending if seq not in done]
+            ledger.delivered += len(done)
+            if replayed:
+                ledger.replayed += before - len(ledger.pending)
+            self._outcome(ledger, seqs, not replayed)
+        self.save_soon()
+
+    def mark_missing(self, name: str, seqs: Sequence[int]) -> None:
+        """An ambiguous failure of a non-idempotent request: these may or may not be stored; never resent."""
+        ledger = self.sink(name)
+        with self._lock:
+            done = set(seqs)
+            ledger.pending = [seq for seq in ledger.pending if seq not in done]
+            known = set(ledger.missing)
+            ledger.missing.extend(seq for seq in seqs if seq not in known)
+            self._outcome(ledger, seqs, True)
+        self.save_soon()
+
+    def mark_inflight(self, name: str, seqs: Sequence[int]) -> None:
+        """Written before a non-idempotent request, so a crash mid-request means 'possibly missing', not a replay."""
+        ledger = self.sink(name)
+        with self._lock:
+            ledger.inflight = list(seqs)
+        self.save()
+
+    def recover(self, names: Iterable[str]) -> None:
+        """After the producer died: in flight ⇒ possibly missing; logged but never dispatched ⇒ pending."""
+        with self._lock:
+            for name in names:
+                ledger = self._sinks.setdefault(name, SinkLedger())
+                if ledger.inflight:
+                    known = set(ledger.missing)
+                    ledger.missing.extend(seq for seq in ledger.inflight if seq not in known)
+                    ledger.pending = [seq for seq in ledger.pending if seq not in set(ledger.inflight)]
+                    ledger.through = max(ledger.through, max(ledger.inflight) + 1)
+                    ledger.inflight = []
+                settled = set(ledger.pending) | set(ledger.missing)
+                unsent = [seq for seq in range(ledger.through, self._next_seq) if seq not in settled]
+                ledger.pending.extend(unsent)
+                ledger.spooled += len(unsent)
+                ledger.through = self._next_seq
+        self.save()
+
+    @staticmethod
+    def _outcome(ledger: SinkLedger, seqs: Sequence[int], dispatched: bool) -> None:
+        if ledger.inflight:
+            done = set(seqs)
+            ledger.inflight = [seq for seq in ledger.inflight if seq not in done]
+        if dispatched and seqs:
+            ledger.through = max(ledger.through, max(seqs) + 1)

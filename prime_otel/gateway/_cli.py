@@ -1,0 +1,79 @@
+"""``prime-otel gateway``: options only; the receivers are imported when run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ._defaults import (
+    DEFAULT_DRAIN_SECONDS,
+    DEFAULT_GRPC_PORT,
+    DEFAULT_HTTP_PORT,
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_SAMPLES_STEP_INTERVAL,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (default 127.0.0.1)")
+    parser.add_argument(
+        "--http-port", type=int, default=DEFAULT_HTTP_PORT, help=f"OTLP/HTTP port (default {DEFAULT_HTTP_PORT}; 0: any)"
+    )
+    parser.add_argument(
+        "--grpc-port", type=int, default=DEFAULT_GRPC_PORT, help=f"OTLP/gRPC port (default {DEFAULT_GRPC_PORT}; 0: any)"
+    )
+    parser.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=DEFAULT_LEASE_SECONDS,
+        help=f"a run with no data and no end marker for this long is closed (default {DEFAULT_LEASE_SECONDS:g})",
+    )
+    parser.add_argument(
+        "--drain-seconds",
+        type=float,
+        default=DEFAULT_DRAIN_SECONDS,
+        help=f"upload budget when a run closes (default {DEFAULT_DRAIN_SECONDS:g})",
+    )
+    parser.add_argument(
+        "--sinks",
+        choices=("dual", "traces", "legacy"),
+        default="dual",
+        help="dual: Prime Traces and the legacy tables; traces: Prime Traces, legacy only outside its beta; "
+        "legacy: the legacy tables only (default dual)",
+    )
+    parser.add_argument(
+        "--samples-step-interval",
+        type=int,
+        default=DEFAULT_SAMPLES_STEP_INTERVAL,
+        help=f"training runs: upload the Parquet samples of every n-th step (default {DEFAULT_SAMPLES_STEP_INTERVAL})",
+    )
+    parser.add_argument("--api-key", default=None, help="default: PRIME_API_KEY or ~/.prime/config.json")
+    parser.add_argument("--base-url", default=None, help="default: PRIME_API_BASE_URL or ~/.prime/config.json")
+    parser.add_argument(
+        "--ready-file",
+        type=Path,
+        default=None,
+        help='write {"http_url", "http_port", "grpc_endpoint", "grpc_port", "pid"} here once listening',
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ._server import GatewayOptions, serve
+
+    if args.samples_step_interval < 1:
+        raise SystemExit("prime-otel gateway: --samples-step-interval must be at least 1")
+    return serve(
+        GatewayOptions(
+            host=args.host,
+            http_port=args.http_port,
+            grpc_port=args.grpc_port,
+            lease_seconds=args.lease_seconds,
+            drain_seconds=args.drain_seconds,
+            sinks=args.sinks,
+            samples_step_interval=args.samples_step_interval,
+            api_key=args.api_key,
+            base_url=args.base_url,
+            ready_file=args.ready_file,
+        )
+    )

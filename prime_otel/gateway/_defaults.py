@@ -1,0 +1,9 @@
+"""Defaults shared by the command line and the server (kept free of imports: the CLI loads this eagerly)."""
+
+from __future__ import annotations
+
+DEFAULT_HTTP_PORT = 14318
+DEFAULT_GRPC_PORT = 14317
+DEFAULT_LEASE_SECONDS = 120.0
+DEFAULT_DRAIN_SECONDS = 300.0
+DEFAULT_SAMPLES_STEP_INTERVAL = 10

@@ -1,0 +1,102 @@
+"""The OTLP/HTTP receiver: ``POST /v1/traces``, ``/v1/metrics`` and ``/v1/logs`` (accepted, ignored), plus
+``GET /healthz`` and ``GET /runs`` (what each run received and how it ended)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from google.protobuf.message import Message
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest, ExportLogsServiceResponse
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from ._decode import JSON, MAX_BODY_BYTES, RequestError, decompress, encode_response, media_type, parse_request
+from ._registry import Outcome, RunRegistry, Saturated
+
+Handler = Callable[[bytes, str], Message]
+
+
+def create_app(registry: RunRegistry, max_body_bytes: int = MAX_BODY_BYTES) -> Starlette:
+    def traces(body: bytes, kind: str) -> Message:
+        outcome = registry.accept_traces(parse_request(ExportTraceServiceRequest, body, kind))
+        response = ExportTraceServiceResponse()
+        if outcome.rejected:
+            response.partial_success.rejected_spans = outcome.rejected
+            response.partial_success.error_message = outcome.message
+        return response
+
+    def metrics(body: bytes, kind: str) -> Message:
+        outcome: Outcome = registry.accept_metrics(parse_request(ExportMetricsServiceRequest, body, kind))
+        response = ExportMetricsServiceResponse()
+        if outcome.rejected:
+            response.partial_success.rejected_data_points = outcome.rejected
+            response.partial_success.error_message = outcome.message
+        return response
+
+    def logs(body: bytes, kind: str) -> Message:
+        parse_request(ExportLogsServiceRequest, body, kind)
+        return ExportLogsServiceResponse()
+
+    def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        async def receive(request: Request) -> Response:
+            try:
+                kind = media_type(request.headers.get("content-type"))
+                raw = await _read_body(request, max_body_bytes)
+                encoding = request.headers.get("content-encoding")
+                message = await run_in_threadpool(lambda: handler(decompress(raw, encoding, max_body_bytes), kind))
+            except RequestError as exc:
+                return _error(exc.status, exc.message, request)
+            except Saturated as exc:
+                response = _error(503, str(exc), request)
+                response.headers["Retry-After"] = str(exc.retry_after)
+                return response
+            return Response(encode_response(message, kind), media_type=kind)
+
+        return receive
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"ok": True})
+
+    async def runs(request: Request) -> Response:
+        return JSONResponse(await run_in_threadpool(registry.status))
+
+    return Starlette(
+        routes=[
+            Route("/v1/traces", endpoint(traces), methods=["POST"]),
+            Route("/v1/metrics", endpoint(metrics), methods=["POST"]),
+            Route("/v1/logs", endpoint(logs), methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/runs", runs, methods=["GET"]),
+        ]
+    )
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RequestError(413, f"the body exceeds {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestError(413, f"the body exceeds {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _error(status: int, message: str, request: Request) -> Response:
+    if (request.headers.get("content-type") or "").split(";", 1)[0].strip().lower() == JSON:
+        return JSONResponse({"code": status, "message": message}, status_code=status)
+    return PlainTextResponse(message, status_code=status)

@@ -1,0 +1,160 @@
+"""Decoded OTLP export requests as what the gateway acts on: per resource (one run, one rank), the spans and the
+step rows it carried. Only the fields the conventions use are read; no ``ReadableSpan`` is rebuilt here."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
+
+from .. import _conventions as conv
+
+
+def any_value(value: AnyValue) -> Any:
+    """An ``AnyValue`` as Python: kvlist → dict, array → list, bytes → bytes, unset → None."""
+    which = value.WhichOneof("value")
+    if which is None:
+        return None
+    if which == "kvlist_value":
+        return attributes(value.kvlist_value.values)
+    if which == "array_value":
+        return [any_value(item) for item in value.array_value.values]
+    return getattr(value, which)
+
+
+def attributes(pairs: Iterable[KeyValue]) -> dict[str, Any]:
+    return {pair.key: any_value(pair.value) for pair in pairs}
+
+
+def _as_int(value: Any) -> int | None:
+    """An integer attribute, also when a JSON hop made it a float or a string."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None
+
+
+@dataclass(frozen=True)
+class Origin:
+    """The producer behind a resource: its run (``run.id``, else ``prime.run.id``), kind, rank and world size."""
+
+    run_id: str | None
+    kind: str | None
+    rank: int
+    world_size: int
+    attributes: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, resource_attributes: Mapping[str, Any]) -> Origin:
+        run_id = resource_attributes.get(conv.RUN_ID) or resource_attributes.get(conv.PRIME_RUN_ID)
+        kind = resource_attributes.get(conv.RUN_TYPE) or resource_attributes.get(conv.PRIME_RUN_KIND)
+        rank = _as_int(resource_attributes.get(conv.RUN_RANK)) or 0
+        world_size = _as_int(resource_attributes.get(conv.RUN_WORLD_SIZE)) or 1
+        return cls(
+            run_id=str(run_id) if run_id else None,
+            kind=str(kind) if kind else None,
+            rank=max(rank, 0),
+            world_size=max(world_size, rank + 1, 1),
+            attributes=dict(resource_attributes),
+        )
+
+
+@dataclass(frozen=True)
+class ReceivedSpan:
+    span_id: bytes
+    name: str
+    attributes: Mapping[str, Any]
+    end_time_ns: int
+
+
+@dataclass
+class ResourceSpans:
+    origin: Origin
+    spans: list[ReceivedSpan] = field(default_factory=list)
+
+
+def spans_by_resource(request: ExportTraceServiceRequest) -> list[ResourceSpans]:
+    groups = []
+    for resource_spans in request.resource_spans:
+        group = ResourceSpans(Origin.of(attributes(resource_spans.resource.attributes)))
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                group.spans.append(
+                    ReceivedSpan(
+                        span_id=bytes(span.trace_id) + bytes(span.span_id),
+                        name=span.name,
+                        attributes=attributes(span.attributes),
+                        end_time_ns=span.end_time_unix_nano or span.start_time_unix_nano,
+                    )
+                )
+        groups.append(group)
+    return groups
+
+
+@dataclass
+class StepRow:
+    """The values one collection of the producer measured for one step (``step`` None: no step attribute)."""
+
+    step: int | None
+    time_ns: int
+    values: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class ResourceRows:
+    origin: Origin
+    rows: list[StepRow] = field(default_factory=list)
+
+
+def rows_by_resource(request: ExportMetricsServiceRequest) -> list[ResourceRows]:
+    """Gauge, sum and histogram points (a histogram contributes its mean), grouped into rows by step and time."""
+    groups = []
+    for resource_metrics in request.resource_metrics:
+        group = ResourceRows(Origin.of(attributes(resource_metrics.resource.attributes)))
+        rows: dict[tuple[int | None, int], StepRow] = {}
+        for scope_metrics in resource_metrics.scope_metrics:
+            for metric in scope_metrics.metrics:
+                for step, time_ns, value in _points(metric):
+                    row = rows.get((step, time_ns))
+                    if row is None:
+                        row = rows[(step, time_ns)] = StepRow(step, time_ns)
+                    row.values[metric.name] = value
+        group.rows.extend(rows.values())
+        groups.append(group)
+    return groups
+
+
+def _points(metric: Metric) -> list[tuple[int | None, int, float]]:
+    which = metric.WhichOneof("data")
+    points: list[tuple[int | None, int, float]] = []
+    if which in ("gauge", "sum"):
+        for point in getattr(metric, which).data_points:
+            number = point.WhichOneof("value")
+            value = float(point.as_double if number == "as_double" else point.as_int)
+            points.append((_step(point.attributes), point.time_unix_nano, value))
+    elif which == "histogram":
+        for point in metric.histogram.data_points:
+            if point.count:
+                points.append((_step(point.attributes), point.time_unix_nano, point.sum / point.count))
+    return [point for point in points if math.isfinite(point[2])]
+
+
+def _step(pairs: Iterable[KeyValue]) -> int | None:
+    for pair in pairs:
+        if pair.key == conv.METRIC_STEP:
+            return _as_int(any_value(pair.value))
+    return None

@@ -1,0 +1,232 @@
+"""One run as the gateway holds it: replays deduplicated, records and step rows fed to its pipeline, and the
+close (drain, then finalize once with the owner's status) when ``EndTracker`` says the run is over."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .. import _conventions as conv
+from .._records import clean
+from .._types import RunStatus
+from ._ending import METRIC_ROWS, SPAN_KINDS, Ending, EndMarker, EndTracker
+from ._otlp import Origin, ReceivedSpan, StepRow
+from ._sinks import RunPipeline
+from ._spans import ReceivedRecord
+
+_logger = logging.getLogger(__name__)
+
+#: Step rows queued for a run's metrics uploader above which the run answers 503.
+MAX_QUEUED_METRIC_ROWS = 200
+
+
+class RunState(str, enum.Enum):
+    OPEN = "open"
+    CLOSING = "closing"
+    CLOSED = "closed"
+
+
+class GatewayRun:
+    """A run's state on this gateway. ``accept_*`` run on request threads; ``close`` on a closer thread."""
+
+    def __init__(
+        self, run_id: str, kind: str, pipeline: RunPipeline, tracker: EndTracker, *, drain_seconds: float
+    ) -> None:
+        self.id = run_id
+        self.kind = kind
+        self.state = RunState.OPEN
+        self.ending: Ending | None = None
+        self.duplicates = 0
+        self.rejected = 0
+        self.finalize_error: str | None = None
+        self.closed_at: float | None = None
+        self._pipeline = pipeline
+        self._tracker = tracker
+        self._drain_seconds = drain_seconds
+        self._seen_spans: set[bytes] = set()
+        self._seen_rows: set[tuple[int, int | None, int]] = set()
+        self._step_rows: dict[int, dict[str, float]] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def saturated(self) -> bool:
+        metrics = self._pipeline.metrics
+        return self._pipeline.processor.saturated or (
+            metrics is not None and metrics.queued_records >= MAX_QUEUED_METRIC_ROWS
+        )
+
+    # -- receiving -------------------------------------------------------------------------------
+
+    def accept_spans(self, origin: Origin, spans: list[ReceivedSpan]) -> int:
+        """Take one resource's spans; returns how many were rejected (the run is no longer open)."""
+        with self._lock:
+            if self.state is not RunState.OPEN:
+                self.rejected += len(spans)
+                return len(spans)
+            self._tracker.touch(origin.rank, origin.world_size)
+            batches: dict[str, list[ReceivedRecord]] = {}
+            markers: list[EndMarker] = []
+            for span in spans:
+                if span.span_id in self._seen_spans:
+                    self.duplicates += 1
+                    continue
+                self._seen_spans.add(span.span_id)
+                if span.name in SPAN_KINDS:
+                    batches.setdefault(span.name, []).append(_received(span))
+                elif span.name == conv.RUN_END_SPAN:
+                    markers.append(EndMarker.from_attributes(origin.rank, span.attributes))
+            for name, records in batches.items():
+                self._tracker.count(origin.rank, SPAN_KINDS[name], len(records))
+                self._pipeline.processor.submit_received(name, records)
+            for marker in markers:
+                self._tracker.mark(marker)
+                _logger.info("run %s: rank %d ended %s", self.id, marker.rank, marker.status.value)
+            return 0
+
+    def accept_rows(self, origin: Origin, rows: list[StepRow]) -> int:
+        """Take one resource's step rows: each step's keys are merged into one row, posted again when it grows."""
+        with self._lock:
+            if self.state is not RunState.OPEN:
+                self.rejected += len(rows)
+                return len(rows)
+            self._tracker.touch(origin.rank, origin.world_size)
+            fresh = []
+            for row in rows:
+                key = (origin.rank, row.step, row.time_ns)
+                if key in self._seen_rows:
+                    self.duplicates += 1
+                    continue
+                self._seen_rows.add(key)
+                fresh.append(row)
+            self._tracker.count(origin.rank, METRIC_ROWS, len(fresh))
+            metrics = self._pipeline.metrics
+            if metrics is None:
+                return 0
+            for row in fresh:
+                values: dict[str, Any] = dict(row.values)
+                if row.step is not None:
+                    merged = self._step_rows.setdefault(row.step, {})
+                    merged.update(row.values)
+                    values = {**merged, "step": row.step}
+                values["_timestamp"] = row.time_ns / 1e9 if row.time_ns else time.time()
+                metrics.submit(values)
+            return 0
+
+    # -- closing ---------------------------------------------------------------------------------
+
+    def due_ending(self) -> Ending | None:
+        return self._tracker.decide() if self.state is RunState.OPEN else None
+
+    def begin_close(self) -> bool:
+        """OPEN → CLOSING, once; from then on new data for the run is rejected."""
+        with self._lock:
+            if self.state is not RunState.OPEN:
+                return False
+            self.state = RunState.CLOSING
+            return True
+
+    def close(self, ending: Ending) -> None:
+        """Drain the sinks, then close the run on the platform (only when an owner reported, or it crashed)."""
+        _logger.info(
+            "run %s: closing (%s) as %s", self.id, ending.reason, ending.status.value if ending.status else "left open"
+        )
+        self._drain(self._drain_seconds)
+        if ending.status is not None:
+            self._finalize(ending.status, ending)
+        if ending.missing:
+            _logger.warning("run %s: %d announced records never reached this gateway", self.id, ending.missing)
+        self._finish(ending)
+
+    def abandon(self, timeout: float) -> None:
+        """Gateway shutdown: drain what arrived, leave the run open on the platform (its producers may live on)."""
+        if self.begin_close():
+            self._drain(timeout)
+            self._finish(None)
+
+    def _drain(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        self._pipeline.processor.close(timeout)
+        if self._pipeline.metrics is not None:
+            self._pipeline.metrics.close(max(0.0, deadline - time.monotonic()))
+
+    def _finalize(self, status: RunStatus, ending: Ending) -> None:
+        summary = clean(ending.summary or {})
+        traces = self._pipeline.traces
+        if self.kind == "eval" and traces is not None:
+            existing = summary.get("prime_runs")
+            block = dict(existing) if isinstance(existing, Mapping) else {}
+            block["traces_episodes_written"] = traces.episodes_written
+            summary["prime_runs"] = block
+        backend = self._pipeline.backend
+        self._quietly("updating", lambda: backend.update(self.id, config=None, summary=summary or None))
+        self._quietly(
+            "finalizing",
+            lambda: backend.finalize(self.id, status, summary=summary or None, error=ending.error, config=None),
+        )
+
+    def _quietly(self, what: str, step: Callable[[], object]) -> None:
+        try:
+            step()
+        except Exception as exc:
+            self.finalize_error = f"{what}: {type(exc).__name__}: {exc}"
+            _logger.warning("run %s: %s the run on the platform failed: %s", self.id, what, exc)
+
+    def _finish(self, ending: Ending | None) -> None:
+        for close in self._pipeline.closers:
+            try:
+                close()
+            except Exception:
+                _logger.exception("run %s: closing a client failed", self.id)
+        with self._lock:
+            self.ending = ending
+            self.closed_at = time.monotonic()
+            self.state = RunState.CLOSED
+            self._seen_spans.clear()
+            self._seen_rows.clear()
+            self._step_rows.clear()
+
+    # -- status ----------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        pipeline = self._pipeline
+        uploaders = [pipeline.processor, *([pipeline.metrics] if pipeline.metrics is not None else [])]
+        ending = self.ending
+        return {
+            "run_id": self.id,
+            "kind": self.kind,
+            "state": self.state.value,
+            "status": ending.status.value if ending is not None and ending.status is not None else None,
+            "error": ending.error if ending is not None else None,
+            "reason": ending.reason if ending is not None else None,
+            "missing": ending.missing if ending is not None else None,
+            "finalize_error": self.finalize_error,
+            "duplicates": self.duplicates,
+            "rejected": self.rejected,
+            "dropped": sum(uploader.dropped_records for uploader in uploaders),
+            "invalid": pipeline.processor.invalid_records,
+            "sinks": {
+                slot.name: {
+                    "delivered": slot.exporter.stats.delivered,
+                    "failed": slot.failed,
+                    "skipped": slot.exporter.stats.skipped,
+                }
+                for uploader in uploaders
+                for slot in uploader.slots
+            },
+            **self._tracker.snapshot(),
+        }
+
+
+def _received(span: ReceivedSpan) -> ReceivedRecord:
+    record = span.attributes.get(conv.RECORD_JSON)
+    samples = span.attributes.get(conv.SAMPLES_JSON)
+    return ReceivedRecord(
+        name=span.name,
+        record_json=record if isinstance(record, str) else "",
+        samples_json=samples if isinstance(samples, str) else None,
+        end_time_ns=span.end_time_ns,
+    )

@@ -1,0 +1,137 @@
+"""``prime-otel gateway``: both receivers over one run registry, in one process, until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .._config import resolve_settings, resolve_traces_opt_out
+from .._types import SinkPolicy
+from ._defaults import (
+    DEFAULT_DRAIN_SECONDS,
+    DEFAULT_GRPC_PORT,
+    DEFAULT_HTTP_PORT,
+    DEFAULT_LEASE_SECONDS,
+    DEFAULT_SAMPLES_STEP_INTERVAL,
+)
+from ._grpc import start_grpc_server
+from ._http import create_app
+from ._registry import RunRegistry
+from ._sinks import PipelineFactory, PipelineOptions
+
+_logger = logging.getLogger("prime_otel.gateway")
+
+_READY_WAIT_SECONDS = 30.0
+_STOP_GRACE_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class GatewayOptions:
+    host: str = "127.0.0.1"
+    http_port: int = DEFAULT_HTTP_PORT
+    grpc_port: int = DEFAULT_GRPC_PORT
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    drain_seconds: float = DEFAULT_DRAIN_SECONDS
+    sinks: SinkPolicy = "dual"
+    samples_step_interval: int = DEFAULT_SAMPLES_STEP_INTERVAL
+    api_key: str | None = None
+    base_url: str | None = None
+    ready_file: Path | None = None
+
+
+def serve(options: GatewayOptions) -> int:
+    """Run the gateway until a signal stops it; 2 when it cannot start (no API key, port taken)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # One line per platform request is noise, and presigned upload URLs carry signatures.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    settings = resolve_settings(api_key=options.api_key, base_url=options.base_url)
+    if not settings.api_key:
+        print("prime-otel gateway: no API key; pass --api-key or set PRIME_API_KEY", file=sys.stderr)
+        return 2
+    pipeline_options = PipelineOptions(
+        sinks=options.sinks,
+        samples_step_interval=options.samples_step_interval,
+        traces_opt_out=resolve_traces_opt_out(None, file=settings.file_values),
+    )
+    registry = RunRegistry(
+        PipelineFactory(settings, pipeline_options),
+        lease_seconds=options.lease_seconds,
+        drain_seconds=options.drain_seconds,
+    )
+    try:
+        listener = _listen(options.host, options.http_port)
+        grpc_server, grpc_port = start_grpc_server(registry, options.host, options.grpc_port)
+    except OSError as exc:
+        print(f"prime-otel gateway: {exc}", file=sys.stderr)
+        return 2
+    registry.start()
+    import uvicorn
+
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(registry), log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+    )
+    http_port = listener.getsockname()[1]
+    info = {
+        "http_url": f"http://{_url_host(options.host)}:{http_port}",
+        "http_port": http_port,
+        "grpc_endpoint": f"{_url_host(options.host)}:{grpc_port}",
+        "grpc_port": grpc_port,
+        "pid": os.getpid(),
+    }
+    threading.Thread(target=_announce_when_started, args=(server, info, options.ready_file), daemon=True).start()
+    # uvicorn re-raises the signal that stopped it once it is done; with these handlers that returns here
+    # instead of killing the process before the runs drained.
+    previous = {sig: signal.signal(sig, _note_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.run(sockets=[listener])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        grpc_server.stop(_STOP_GRACE_SECONDS).wait(_STOP_GRACE_SECONDS)
+        registry.stop(options.drain_seconds)
+        if options.ready_file is not None:
+            options.ready_file.unlink(missing_ok=True)
+    return 0
+
+
+def _note_signal(signum: int, frame: Any) -> None:
+    _logger.info("stopping on %s", signal.Signals(signum).name)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError:
+        listener.close()
+        raise
+    listener.listen(1024)
+    return listener
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _announce_when_started(server: Any, info: dict[str, Any], ready_file: Path | None) -> None:
+    deadline = time.monotonic() + _READY_WAIT_SECONDS
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if not server.started:
+        return
+    _logger.info("receiving OTLP/HTTP on %s and OTLP/gRPC on %s", info["http_url"], info["grpc_endpoint"])
+    if ready_file is not None:
+        partial = ready_file.with_name(ready_file.name + ".partial")
+        partial.write_text(json.dumps(info))
+        partial.replace(ready_file)

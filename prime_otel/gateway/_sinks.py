@@ -1,0 +1,164 @@
+"""A received run's sinks, chosen as ``init()`` chooses them (``dual``, ``traces`` or ``legacy``), and the
+platform clients behind them, under the gateway's own credentials."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.sdk.resources import Resource
+
+from .._backends import EvalBackend, RunBackend, TrainingBackend
+from .._config import Settings
+from .._types import SinkPolicy
+from ..client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI
+from ..exporters._base import Sink, SinkStats, SinkWriteError
+from ..exporters.eval_samples import EvalSamplesExporter
+from ..exporters.rft_metrics import RftMetricsWriter
+from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSampleRowsExporter
+from ..exporters.traces import PrimeTracesExporter
+from ..processors import TRAINING_PAUSE_SECONDS, RecordSpan, SinkSlot, StepMetricsUploader
+from ._spans import DEFAULT_MAX_QUEUED_BYTES, GatewayRecordProcessor, GatewayRecordSpan
+
+_logger = logging.getLogger(__name__)
+
+
+class EvalRowsSink:
+    """The eval sample table fed with the producers' v0 rows, rollouts renumbered per example across the run
+    (several ranks feed one run, each numbering its own). The rows pass through ``EvalSamplesExporter``."""
+
+    name = EvalSamplesExporter.name
+
+    def __init__(
+        self, rows: EvalSamplesExporter, resource: Resource, *, write_only_when: Callable[[], bool] | None = None
+    ) -> None:
+        self.enabled = True
+        self.stats: SinkStats = rows.stats
+        self._rows = rows
+        self._resource = resource
+        self._write_only_when = write_only_when
+        self._rollout_numbers: dict[Any, int] = {}
+
+    @property
+    def quiet_off_reason(self) -> str | None:
+        return None
+
+    def write(self, spans: Sequence[Any]) -> None:
+        if not spans or (self._write_only_when is not None and not self._write_only_when()):
+            return
+        row_spans: list[RecordSpan] = []
+        without_rows = 0
+        for span in spans:
+            rows = span.sample_rows if isinstance(span, GatewayRecordSpan) else []
+            if not rows:
+                without_rows += 1
+                continue
+            self._renumber(rows)
+            row_spans.extend(RecordSpan(row, self._resource, span.end_time or 0) for row in rows)
+        self.stats.skipped += without_rows
+        try:
+            self._rows.write(row_spans)
+        except SinkWriteError as exc:
+            # The inner sink counts rows; an oversize episode has several, the loss is one record.
+            raise SinkWriteError(exc.cause, min(exc.failed_records, len(spans) - without_rows)) from exc.cause
+
+    def _renumber(self, rows: list[dict[str, Any]]) -> None:
+        summary = next((row for row in rows if row.get("trainable")), rows[0])
+        key = summary.get("example_id")
+        number = self._rollout_numbers[key] = self._rollout_numbers.get(key, 0) + 1
+        for row in rows:
+            row["rollout_number"] = number
+
+    def flush(self) -> None:
+        self._rows.flush()
+
+    def close(self) -> None:
+        self._rows.close()
+
+    def reset_after_fork(self) -> None:
+        self._rows.reset_after_fork()
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    sinks: SinkPolicy = "dual"
+    samples_step_interval: int = DEFAULT_STEP_INTERVAL
+    max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES
+    traces_opt_out: bool = False
+
+
+@dataclass
+class RunPipeline:
+    """What one received run writes through: its record processor, step metrics, lifecycle and clients."""
+
+    processor: GatewayRecordProcessor
+    metrics: StepMetricsUploader | None
+    backend: RunBackend
+    traces: PrimeTracesExporter | None
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+
+class PipelineFactory:
+    """Builds a received run's pipeline (no network: the run exists; the gateway attaches to it)."""
+
+    def __init__(self, settings: Settings, options: PipelineOptions) -> None:
+        self._settings = settings
+        self._options = options
+
+    def open(self, run_id: str, kind: str, resource: Resource) -> RunPipeline:
+        settings, options = self._settings, self._options
+        http = PlatformHTTP(api_key=settings.api_key, base_url=settings.base_url)
+        traces = PrimeTracesExporter.for_run(
+            run_id=run_id,
+            run_kind=kind,
+            context={"source": "prime-otel", "run_type": kind},
+            api_key=settings.api_key,
+            traces_url=settings.traces_url,
+            team_id=settings.team_id,
+        )
+        if options.traces_opt_out:
+            traces.opt_out()
+        only_without_traces = (lambda: traces.service_not_enabled) if options.sinks == "traces" else None
+        closers: list[Callable[[], None]] = [http.close]
+        legacy: Sink
+        backend: RunBackend
+        if kind == "eval":
+            backend = EvalBackend(EvaluationsAPI(http))
+            rows = EvalSamplesExporter(EvaluationsAPI(http), run_id)
+            legacy = EvalRowsSink(rows, resource, write_only_when=only_without_traces)
+        else:
+            backend = TrainingBackend(TrainingRunsAPI(http))
+            legacy = RftSampleRowsExporter(
+                TrainingRunsAPI(http),
+                ObjectStorage(),
+                run_id,
+                step_interval=options.samples_step_interval,
+                write_only_when=only_without_traces,
+            )
+        sinks: list[Sink] = [legacy] if options.sinks == "legacy" else [traces, legacy]
+        pause = TRAINING_PAUSE_SECONDS if kind == "train" else None
+        on_failure = _failure_logger(run_id)
+        slots = [SinkSlot(sink, pause_seconds=pause, on_failure=on_failure) for sink in sinks]
+        processor = GatewayRecordProcessor(
+            slots, resource, max_queued_bytes=options.max_queued_bytes, thread_name=f"prime-otel-gateway-{run_id}"
+        )
+        metrics = None
+        if kind == "train":
+            writer = RftMetricsWriter(TrainingRunsAPI(http), run_id)
+            metrics = StepMetricsUploader([SinkSlot(writer, pause_seconds=pause, on_failure=on_failure)], resource)
+        return RunPipeline(
+            processor=processor,
+            metrics=metrics,
+            backend=backend,
+            traces=traces if options.sinks != "legacy" else None,
+            closers=closers,
+        )
+
+
+def _failure_logger(run_id: str) -> Callable[[str, BaseException], None]:
+    def note(sink: str, error: BaseException) -> None:
+        _logger.warning("run %s: the %s sink failed: %s: %s", run_id, sink, type(error).__name__, error)
+
+    return note

@@ -1,0 +1,137 @@
+"""Received records on their way to the sinks.
+
+The request thread only queues the record's JSON text (acknowledging fast); the run's uploader thread parses it
+into a ``GatewayRecordSpan``, a ``RecordSpan`` over the producer's record mapping, so every in-process exporter
+takes it as it is. The sample rows are parsed on first use, by the sinks that need them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.sdk.resources import Resource
+
+from ..processors import RecordProcessor, RecordSpan, SinkSlot
+
+_logger = logging.getLogger(__name__)
+
+#: Queued-but-undelivered record bytes above which a run answers 503 (its uploads fell behind).
+DEFAULT_MAX_QUEUED_BYTES = 256 * 1024 * 1024
+_PUT_TIMEOUT_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class ReceivedRecord:
+    """One ``episode``/``trace`` span as received: the record and its sample rows still as JSON text."""
+
+    name: str
+    record_json: str
+    samples_json: str | None
+    end_time_ns: int
+
+    @property
+    def size(self) -> int:
+        return len(self.record_json) + len(self.samples_json or "")
+
+
+class GatewayRecordSpan(RecordSpan):
+    """A ``RecordSpan`` over a received record mapping, with the producer's v0 rows for the legacy tables."""
+
+    def __init__(self, received: ReceivedRecord, record: Mapping[str, Any], resource: Resource) -> None:
+        super().__init__(record, resource, received.end_time_ns)
+        self._samples_json = received.samples_json
+        self._rows: list[dict[str, Any]] | None = None
+
+    @property
+    def sample_rows(self) -> list[dict[str, Any]]:
+        """The record's v0 rows as the producer projected them; [] for bare traces and JSON-only records."""
+        if self._rows is None:
+            self._rows = _parse_rows(self._samples_json)
+        return self._rows
+
+    @property
+    def train_step(self) -> int | None:
+        """The dispatch step of a training episode (``run.work`` of type train), else None."""
+        run = self.record.get("run")
+        work = run.get("work") if isinstance(run, Mapping) else None
+        if not isinstance(work, Mapping) or run.get("type") != "train" or work.get("type") != "train":
+            return None
+        step = work.get("step")
+        return step if isinstance(step, int) and not isinstance(step, bool) else None
+
+    @property
+    def env_name(self) -> str:
+        env = self.record.get("env")
+        return str(env.get("id") or "") if isinstance(env, Mapping) else ""
+
+
+def _parse_rows(text: str | None) -> list[dict[str, Any]]:
+    if not text:
+        return []
+    try:
+        rows = json.loads(text)
+    except ValueError:
+        rows = None
+    if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+        _logger.warning("a record's sample rows are not a JSON list of objects; it reaches the record sinks only")
+        return []
+    return rows
+
+
+class GatewayRecordProcessor(RecordProcessor):
+    """A run's record processor fed by the receivers: bounded by queued bytes so a run whose uploads fell behind
+    pushes back on its senders (``saturated``) instead of growing without limit."""
+
+    def __init__(
+        self,
+        slots: Sequence[SinkSlot],
+        resource: Resource,
+        *,
+        max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
+        thread_name: str = "prime-otel-gateway-run",
+    ) -> None:
+        super().__init__(slots, resource, put_timeout=_PUT_TIMEOUT_SECONDS, thread_name=thread_name)
+        self.invalid_records = 0
+        self._max_queued_bytes = max_queued_bytes
+        self._queued_bytes = 0
+        self._bytes_lock = threading.Lock()
+
+    @property
+    def saturated(self) -> bool:
+        return self._queued_bytes >= self._max_queued_bytes
+
+    def submit_received(self, name: str, records: list[ReceivedRecord]) -> bool:
+        """Queue one request's records of one kind; False when they were dropped (and counted)."""
+        size = sum(record.size for record in records)
+        with self._bytes_lock:
+            self._queued_bytes += size
+        queued = self._put(name, records)
+        if not queued:
+            self._release(size)
+        return queued
+
+    def _release(self, size: int) -> None:
+        with self._bytes_lock:
+            self._queued_bytes -= size
+
+    def _deliver(self, items: list[Any]) -> None:
+        spans: list[GatewayRecordSpan] = []
+        for received in items:
+            try:
+                record = json.loads(received.record_json)
+                if not isinstance(record, dict):
+                    raise ValueError("not a JSON object")
+                spans.append(GatewayRecordSpan(received, record, self._resource))
+            except ValueError as exc:
+                self.invalid_records += 1
+                _logger.warning("a received %s span carries no valid record (%s); counted as lost", received.name, exc)
+        try:
+            if spans:
+                self._dispatch_to_slots(spans)
+        finally:
+            self._release(sum(received.size for received in items))

@@ -1,0 +1,102 @@
+"""A ``prime-otel gateway`` subprocess pointed at a local platform, and its ``/runs`` status."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+from prime_otel.testing import LocalPlatform
+
+START_SECONDS = 60.0
+STOP_SECONDS = 20.0
+WAIT_SECONDS = 60.0
+
+
+class Gateway:
+    def __init__(self, platform: LocalPlatform, folder: Path, *options: str) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self.log_file = folder / "gateway.log"
+        ready = folder / "ready.json"
+        ready.unlink(missing_ok=True)
+        command = [sys.executable, "-m", "prime_otel.cli", "gateway", "--http-port", "0", "--grpc-port", "0"]
+        command += ["--ready-file", str(ready), *options]
+        env = {**os.environ, **platform.env, "HOME": str(folder)}
+        for name in ("PRIME_RUN_ID", "PRIME_RUN_OWNER_PID", "PRIME_RUN_KIND", "PRIME_TRACES_OPT_OUT"):
+            env.pop(name, None)
+        with self.log_file.open("ab") as log:
+            self.process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+            )
+        info = self._wait_ready(ready)
+        self.http_url: str = info["http_url"]
+        self.grpc_endpoint: str = info["grpc_endpoint"]
+        self.grpc_port: int = info["grpc_port"]
+
+    def _wait_ready(self, ready: Path) -> dict[str, Any]:
+        deadline = time.monotonic() + START_SECONDS
+        while time.monotonic() < deadline:
+            if ready.exists():
+                return dict(json.loads(ready.read_text()))
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"the gateway did not start:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_file.read_text(errors="replace")[-6000:] if self.log_file.exists() else ""
+
+    def runs(self) -> dict[str, dict[str, Any]]:
+        answer = httpx.get(f"{self.http_url}/runs", timeout=10)
+        answer.raise_for_status()
+        return {run["run_id"]: run for run in answer.json()}
+
+    def wait_closed(self, run_id: str, timeout: float = WAIT_SECONDS) -> dict[str, Any]:
+        """The run's status once the gateway closed it (bounded wait)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            run = self.runs().get(run_id)
+            if run is not None and run["state"] == "closed":
+                return run
+            time.sleep(0.1)
+        raise AssertionError(
+            f"run {run_id} was not closed within {timeout:g} s: {self.runs().get(run_id)}\n{self.log()}"
+        )
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(STOP_SECONDS)
+
+    def __enter__(self) -> Gateway:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def wait_for(predicate: Any, what: str, timeout: float = WAIT_SECONDS) -> Any:
+    """Poll ``predicate`` until it returns something truthy (bounded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")

@@ -1,0 +1,197 @@
+"""The deployment shape: four rank processes (two runs of two ranks) send OTLP to the real Collector (agent
+config: ``load_balancing`` on ``run.id``), which spreads the runs over two gateways.
+
+Every record of each run lands once; each run is handled by exactly one gateway; the owner's status decides
+(run A's joined rank fails, the run completes); the owner of run B is SIGKILLed after its records left, and the
+gateway closes that run as crashed when its lease runs out. Skipped without the Collector binary
+(``make collector``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from prime_otel.testing import LocalPlatform
+from tests.gateway._gateway import Gateway, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+COLLECTOR = REPO / "collector-config" / "dist" / "otelcol-prime"
+AGENT_CONFIG = REPO / "collector-config" / "agent.yaml"
+FLEET_LEASE_SECONDS = 4
+LINE_SECONDS = 60.0
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not COLLECTOR.exists(), reason="the Collector is not built (make collector)"),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Rank:
+    """A producer process (tests/gateway/_rank.py) and the lines it printed."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.log = log
+        self._stderr = log.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.gateway._rank"],
+            cwd=REPO,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+        )
+        self._lines: queue.Queue[tuple[str, Any]] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            key, _, value = line.strip().partition(" ")
+            if value:
+                self._lines.put((key, json.loads(value)))
+
+    def expect(self, key: str) -> Any:
+        try:
+            said, value = self._lines.get(timeout=LINE_SECONDS)
+        except queue.Empty:
+            raise AssertionError(f"no {key} line within {LINE_SECONDS:g} s:\n{self.log.read_text()[-4000:]}") from None
+        assert said == key, f"expected {key}, got {said} {value}"
+        return value
+
+    def tell(self, command: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(command + "\n")
+        self.process.stdin.flush()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(10)
+        self._stderr.close()
+
+
+@pytest.fixture
+def fleet(platform: LocalPlatform, tmp_path: Path) -> Iterator[tuple[list[Gateway], dict[str, str]]]:
+    """Two gateways behind one agent Collector; yields them and the producers' environment."""
+    options = ("--lease-seconds", str(FLEET_LEASE_SECONDS))
+    with (
+        Gateway(platform, tmp_path / "gateway-1", *options) as first,
+        Gateway(platform, tmp_path / "gateway-2", *options) as second,
+    ):
+        grpc_port, http_port = free_port(), free_port()
+        env = {
+            **os.environ,
+            "AGENT_OTLP_GRPC_PORT": str(grpc_port),
+            "AGENT_OTLP_HTTP_PORT": str(http_port),
+            "AGENT_METRICS_PORT": str(free_port()),
+            "GATEWAY_GRPC_ENDPOINTS": f"[127.0.0.1:{first.grpc_port}, 127.0.0.1:{second.grpc_port}]",
+        }
+        log = (tmp_path / "collector.log").open("ab")
+        collector = subprocess.Popen(
+            [str(COLLECTOR), f"--config={AGENT_CONFIG}"], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        try:
+            wait_for(lambda: _accepts(grpc_port) or collector.poll() is not None, "the Collector to listen")
+            assert collector.poll() is None, (tmp_path / "collector.log").read_text()[-4000:]
+            producer_env = {
+                **os.environ,
+                **platform.env,
+                "HOME": str(tmp_path),
+                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{grpc_port}",
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+            }
+            for name in ("PRIME_RUN_ID", "PRIME_RUN_OWNER_PID", "PRIME_RUN_KIND", "RANK", "WORLD_SIZE"):
+                producer_env.pop(name, None)
+            yield [first, second], producer_env
+        finally:
+            collector.send_signal(signal.SIGTERM)
+            try:
+                collector.wait(20)
+            except subprocess.TimeoutExpired:
+                collector.kill()
+                collector.wait(10)
+            log.close()
+
+
+def _accepts(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+def start_run(env: dict[str, str], folder: Path, name: str) -> tuple[Rank, Rank, str]:
+    """Rank 0 creates the run; rank 1 joins it through PRIME_RUN_ID, as a launcher's ranks do."""
+    owner = Rank({**env, "RANK": "0", "WORLD_SIZE": "2"}, folder / f"{name}-rank0.log")
+    run_id = owner.expect("RUN")
+    joined_env = {**env, "RANK": "1", "WORLD_SIZE": "2", "PRIME_RUN_ID": run_id, "PRIME_RUN_KIND": "eval"}
+    joined_env["PRIME_RUN_OWNER_PID"] = str(owner.process.pid)
+    joined = Rank(joined_env, folder / f"{name}-rank1.log")
+    assert joined.expect("RUN") == run_id
+    return owner, joined, run_id
+
+
+def test_four_ranks_through_the_collector_land_once_on_one_gateway_each(
+    platform: LocalPlatform, fleet: tuple[list[Gateway], dict[str, str]], tmp_path: Path
+) -> None:
+    gateways, env = fleet
+    a_owner, a_joined, run_a = start_run(env, tmp_path, "a")
+    b_owner, b_joined, run_b = start_run(env, tmp_path, "b")
+    ranks = [a_owner, a_joined, b_owner, b_joined]
+    try:
+        logged: dict[str, list[str]] = {run_a: [], run_b: []}
+        for rank, count in ((a_owner, 5), (a_joined, 4), (b_owner, 3), (b_joined, 2)):
+            rank.tell(f"log {count}")
+        for rank, run_id in ((a_owner, run_a), (a_joined, run_a), (b_owner, run_b), (b_joined, run_b)):
+            logged[run_id] += rank.expect("LOGGED")
+        a_joined.tell("fail")
+        a_owner.tell("finish")
+        b_joined.tell("finish")
+        for rank in (a_joined, a_owner, b_joined):
+            rank.expect("DONE")
+        b_owner.process.send_signal(signal.SIGKILL)
+        b_owner.process.wait(10)
+
+        closed = {run_id: _closed_on_one_gateway(gateways, run_id) for run_id in (run_a, run_b)}
+    finally:
+        for rank in ranks:
+            rank.stop()
+
+    assert closed[run_a]["status"] == "completed"
+    assert closed[run_b]["status"] == "crashed"
+    assert platform.inspect.run(run_a)["status"] in ("PROCESSING", "COMPLETED")
+    crashed = platform.inspect.run(run_b)
+    assert crashed["status"] == "FAILED"
+    assert crashed["error_message"] == f"crashed: no data from the producer for {FLEET_LEASE_SECONDS} s"
+    for run_id, ids in logged.items():
+        landed = [episode["id"] for episode in platform.inspect.episodes(run_id)["items"]]
+        assert sorted(landed) == sorted(ids)  # every record once, none twice
+
+
+def _closed_on_one_gateway(gateways: list[Gateway], run_id: str) -> dict[str, Any]:
+    def closed() -> dict[str, Any] | None:
+        held = [gateway.runs().get(run_id) for gateway in gateways]
+        held = [run for run in held if run is not None]
+        assert len(held) <= 1, f"run {run_id} reached {len(held)} gateways"
+        return held[0] if held and held[0]["state"] == "closed" else None
+
+    return wait_for(closed, f"run {run_id} to be closed")  # type: ignore[no-any-return]
