@@ -33,6 +33,16 @@ def record(index: int, tag: str = "") -> dict[str, Any]:
     return varied
 
 
+def every(fetch: Any, run_id: str) -> list[dict[str, Any]]:
+    """All items of a paged inspection listing."""
+    items: list[dict[str, Any]] = []
+    while True:
+        page = fetch(run_id, offset=len(items), limit=1000)["items"]
+        items.extend(page)
+        if len(page) < 1000:
+            return items
+
+
 @pytest.fixture
 def fast_platform(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     platform = start_local_platform(tmp_path / "platform", samples_rate_limit=1_000_000, metrics_rate_limit=1_000_000)
@@ -66,7 +76,7 @@ def test_an_outage_mid_run_costs_nothing_every_episode_lands_exactly_once(fast_p
     snapshot = fast_platform.inspect.run(run.id)
     assert snapshot["num_episodes"] == total
     assert snapshot["num_samples"] == total
-    sample_ids = {row["sample_id"] for row in fast_platform.inspect.samples(run.id, limit=total)["items"]}
+    sample_ids = {row["sample_id"] for row in every(fast_platform.inspect.samples, run.id)}
     assert len(sample_ids) == total
     delivery = snapshot["summary"]["prime_runs"]["delivery"]
     assert delivery["eval_samples"]["possibly_missing"] == 0
@@ -136,9 +146,9 @@ def test_a_sigkilled_producer_leaves_a_spool_that_sync_delivers_completely_and_o
     assert "nothing new" in second.stdout
     assert sum(fast_platform.inspect.run(run_id)["requests"].values()) == requests_before
 
-    episodes = {e["id"] for e in fast_platform.inspect.episodes(run_id, limit=100_000)["items"]}
+    episodes = {episode["id"] for episode in every(fast_platform.inspect.episodes, run_id)}
     assert logged <= episodes  # Prime Traces: every logged episode, content-addressed so never twice
-    rows = fast_platform.inspect.samples(run_id, limit=100_000)["items"]
+    rows = every(fast_platform.inspect.samples, run_id)
     row_ids = [row["sample_id"] for row in rows]
     assert len(row_ids) == len(set(row_ids))  # the sample table: never a duplicate
     ledger = json.loads((folder / "spool-records" / "ledger.json").read_text())["sinks"]["eval_samples"]
