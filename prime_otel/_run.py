@@ -26,6 +26,7 @@ from ._fork import register_for_fork_reset
 from ._offline import RUN_FILE, OfflineRunWriter, write_json_atomically
 from ._records import clean
 from ._report import DeliveryReport, SinkReport
+from ._status_line import Progress, StatusLine
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, RunStatus
 from .client import PlatformHTTP
 from .errors import RunFinishedError
@@ -95,6 +96,9 @@ class Run:
         self._closed_on_platform = False
         if parts.tracer_provider is not None:
             parts.tracer_provider.add_span_processor(RunLifecycleProcessor(self._close_run))
+        self._status_line = StatusLine(parts.identity.id, self._progress)
+        if parts.mode == "online":
+            self._status_line.start()
         self._atexit: AtexitHook | None = None
         self._signals: SignalChain | None = None
         if parts.mode != "disabled":
@@ -285,6 +289,15 @@ class Run:
         """What each sink delivered so far (final once the run finished)."""
         return self._report or self._build_report()
 
+    def _progress(self) -> Progress:
+        slots = [slot for uploader in self._uploaders for slot in uploader.slots]
+        return Progress(
+            sent=max((slot.exporter.stats.delivered for slot in slots), default=0),
+            queued=sum(uploader.queued_records for uploader in self._uploaders),
+            spooled=sum(slot.pending for slot in slots),
+            failed=sum(self.failed_records.values()) + self.dropped_records,
+        )
+
     def _teardown(
         self, status: RunStatus, summary: Mapping[str, Any] | None, error: str | None, timeout: float | None
     ) -> None:
@@ -323,6 +336,7 @@ class Run:
             self._signals.restore()
         if parts.advertisement is not None and self._owns_lifecycle:
             parts.advertisement.withdraw()
+        self._status_line.stop()
         self._report = self._build_report()
         if parts.run_folder is not None:
             self._quietly("writing the delivery report", self._write_report_files)
@@ -548,6 +562,7 @@ class Run:
         self._finishing = False
         self._owns_lifecycle = False
         self._signals = None
+        self._status_line = StatusLine(self.id, self._progress)
         self._parts.notes.reset_after_fork()
 
 
