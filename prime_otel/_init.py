@@ -154,6 +154,15 @@ def _run_spool(
     return RunSpool(run_folder, max_bytes, name=name, sinks=sinks)
 
 
+def _advertise(identity: RunIdentity, owner: bool) -> RunAdvertisement | None:
+    """The owner exports ``PRIME_RUN_ID`` (with its PID) so children and other ranks join instead of creating."""
+    if not owner:
+        return None
+    advertisement = RunAdvertisement(identity.id, identity.kind)
+    advertisement.publish()
+    return advertisement
+
+
 def _spool_enabled(argument: bool | None) -> bool:
     if argument is not None:
         return argument
@@ -235,9 +244,7 @@ def _offline_run(
                 "training": vars(spec.training) if spec.training else None,
             }
         )
-    advertisement = RunAdvertisement(identity.id, spec.kind) if owner else None
-    if advertisement is not None:
-        advertisement.publish()
+    advertisement = _advertise(identity, owner)
     _logger.info("Run %s (offline): %s", identity.id, writer.folder)
     return Run(
         RunParts(
@@ -343,9 +350,7 @@ def _online_run(
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     provider.add_span_processor(processor)
 
-    advertisement = RunAdvertisement(identity.id, spec.kind) if owner else None
-    if advertisement is not None:
-        advertisement.publish()
+    advertisement = _advertise(identity, owner)
     _logger.info("Run %s: %s", identity.id, opened.url)
     return Run(
         RunParts(
