@@ -4,6 +4,7 @@ close (drain, then finalize once with the owner's status) when ``EndTracker`` sa
 from __future__ import annotations
 
 import enum
+import json
 import logging
 import threading
 import time
@@ -223,10 +224,14 @@ class GatewayRun:
 
 def _received(span: ReceivedSpan) -> ReceivedRecord:
     record = span.attributes.get(conv.RECORD_JSON)
+    if not isinstance(record, str):
+        # A plain-API producer may carry the record as a map attribute instead of a JSON string.
+        mapping = span.attributes.get(conv.RECORD_MAP)
+        record = json.dumps(mapping, ensure_ascii=False) if isinstance(mapping, Mapping) else ""
     samples = span.attributes.get(conv.SAMPLES_JSON)
     return ReceivedRecord(
         name=span.name,
-        record_json=record if isinstance(record, str) else "",
+        record_json=record,
         samples_json=samples if isinstance(samples, str) else None,
         end_time_ns=span.end_time_ns,
     )

@@ -16,7 +16,9 @@ from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 
+from .._records import is_episode
 from ..processors import RecordProcessor, RecordSpan, SinkSlot
+from ..projection import build_samples
 
 _logger = logging.getLogger(__name__)
 
@@ -49,9 +51,15 @@ class GatewayRecordSpan(RecordSpan):
 
     @property
     def sample_rows(self) -> list[dict[str, Any]]:
-        """The record's v0 rows as the producer projected them; [] for bare traces and JSON-only records."""
+        """The record's v0 rows as the producer projected them, else projected here from the record; [] for bare
+        traces."""
         if self._rows is None:
-            self._rows = _parse_rows(self._samples_json)
+            if self._samples_json is not None:
+                self._rows = _parse_rows(self._samples_json)
+            elif is_episode(self.record):
+                self._rows = build_samples([self.record])
+            else:
+                self._rows = []
         return self._rows
 
     @property

@@ -1,9 +1,12 @@
-"""A strict ``multipart/form-data`` reader that keeps each part's own headers (``Content-Encoding``)."""
+"""A strict ``multipart/form-data`` reader on python-multipart that keeps each part's own headers
+(``Content-Encoding``), which form parsers drop for plain fields."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from email.message import Message
+
+from python_multipart.exceptions import FormParserError
+from python_multipart.multipart import MultipartParser, parse_options_header
 
 
 class MultipartError(ValueError):
@@ -18,71 +21,92 @@ class Part:
     content: bytes
 
 
-def _header_params(header: str, value: str) -> Message:
-    message = Message()
-    message[header] = value
-    return message
-
-
 def boundary_of(content_type: str | None) -> bytes:
     if not content_type:
         raise MultipartError("missing Content-Type")
-    message = _header_params("content-type", content_type)
-    if message.get_content_type() != "multipart/form-data":
-        raise MultipartError(f"expected multipart/form-data, got {message.get_content_type()}")
-    boundary = message.get_param("boundary")
-    if not isinstance(boundary, str) or not boundary or len(boundary) > 200:
+    media_type, params = parse_options_header(content_type)
+    if media_type != b"multipart/form-data":
+        raise MultipartError(f"expected multipart/form-data, got {media_type.decode('latin-1')}")
+    boundary = params.get(b"boundary")
+    if not boundary:
         raise MultipartError("missing or invalid multipart boundary")
-    return boundary.encode("latin-1")
+    return boundary
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+class _PartCollector:
+    """Callbacks for ``MultipartParser``: assembles each part's raw headers and content."""
+
+    def __init__(self) -> None:
+        self.raw_parts: list[tuple[dict[str, bytes], bytes]] = []
+        self.finished = False
+        self._headers: dict[str, bytes] = {}
+        self._field = bytearray()
+        self._value = bytearray()
+        self._content = bytearray()
+
+    def on_part_begin(self) -> None:
+        self._headers = {}
+        self._content = bytearray()
+
+    def on_header_field(self, data: bytes, start: int, end: int) -> None:
+        self._field += data[start:end]
+
+    def on_header_value(self, data: bytes, start: int, end: int) -> None:
+        self._value += data[start:end]
+
+    def on_header_end(self) -> None:
+        self._headers[self._field.decode("latin-1").strip().lower()] = bytes(self._value).strip(b" \t")
+        self._field = bytearray()
+        self._value = bytearray()
+
+    def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        self._content += data[start:end]
+
+    def on_part_end(self) -> None:
+        self.raw_parts.append((self._headers, bytes(self._content)))
+
+    def on_end(self) -> None:
+        self.finished = True
 
 
 def parse_multipart(body: bytes, content_type: str | None) -> list[Part]:
-    delimiter = b"--" + boundary_of(content_type)
-    if body.startswith(delimiter):
-        position = len(delimiter)
-    else:
-        start = body.find(b"\r\n" + delimiter)
-        if start < 0:
-            raise MultipartError("no multipart boundary in the body")
-        position = start + 2 + len(delimiter)
-    parts: list[Part] = []
-    while True:
-        if body.startswith(b"--", position):
-            return parts
-        line_end = body.find(b"\r\n", position)
-        if line_end < 0 or body[position:line_end].strip(b" \t"):
-            raise MultipartError("malformed multipart delimiter line")
-        headers_end = body.find(b"\r\n\r\n", line_end)
-        if headers_end < 0:
-            raise MultipartError("unterminated part headers")
-        headers = _parse_headers(body[line_end + 2 : headers_end])
-        content_start = headers_end + 4
-        content_end = body.find(b"\r\n" + delimiter, content_start)
-        if content_end < 0:
-            raise MultipartError("unterminated multipart body")
-        parts.append(_part(headers, body[content_start:content_end]))
-        position = content_end + 2 + len(delimiter)
+    boundary = boundary_of(content_type)
+    collector = _PartCollector()
+    try:
+        parser = MultipartParser(
+            boundary,
+            {
+                "on_part_begin": collector.on_part_begin,
+                "on_header_field": collector.on_header_field,
+                "on_header_value": collector.on_header_value,
+                "on_header_end": collector.on_header_end,
+                "on_part_data": collector.on_part_data,
+                "on_part_end": collector.on_part_end,
+                "on_end": collector.on_end,
+            },
+        )
+        parser.write(body)
+        parser.finalize()
+    except FormParserError as exc:
+        raise MultipartError(str(exc)) from exc
+    # python-multipart's finalize() does not check that the closing delimiter arrived.
+    if not collector.finished:
+        raise MultipartError("unterminated multipart body")
+    return [_part(headers, content) for headers, content in collector.raw_parts]
 
 
-def _parse_headers(block: bytes) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    if not block:
-        return headers
-    for raw in block.split(b"\r\n"):
-        name, sep, value = raw.decode("utf-8", errors="replace").partition(":")
-        if not sep:
-            raise MultipartError(f"malformed part header: {raw[:80]!r}")
-        headers[name.strip().lower()] = value.strip()
-    return headers
-
-
-def _part(headers: dict[str, str], content: bytes) -> Part:
-    disposition = headers.get("content-disposition")
+def _part(raw_headers: dict[str, bytes], content: bytes) -> Part:
+    disposition = raw_headers.get("content-disposition")
     if disposition is None:
         raise MultipartError("part without Content-Disposition")
-    params = _header_params("content-disposition", disposition)
-    name = params.get_param("name", header="content-disposition")
-    filename = params.get_param("filename", header="content-disposition")
-    if not isinstance(name, str):
+    _, params = parse_options_header(disposition.decode("latin-1"))
+    name = params.get(b"name")
+    if name is None:
         raise MultipartError("part without a name")
-    return Part(name, filename if isinstance(filename, str) else None, headers, content)
+    filename = params.get(b"filename")
+    headers = {key: _text(value) for key, value in raw_headers.items()}
+    return Part(_text(name), None if filename is None else _text(filename), headers, content)

@@ -177,3 +177,23 @@ def test_a_training_run_gets_its_parquet_step_merged_metric_rows_and_completes(
     )
     assert {row["env_name"] for row in parquet_rows} == {"gsm8k"}
     assert sorted(landed_episode_ids(platform, run_id)) == sorted(episode.id for episode in episodes)
+
+
+def test_json_records_as_map_attributes_without_sample_rows_are_projected_at_the_gateway(
+    platform: LocalPlatform, gateway: Gateway, http_exporter: SpanExporter
+) -> None:
+    """A plain-API producer sends only the record (as a ``prime.record`` map): the sample table still gets rows."""
+    run_id = create_run(platform, "eval", "otlp-plain-records")
+    resource = run_resource(run_id, "eval")
+    episodes = fresh_episodes("eval", 3)
+    spans = [
+        ReadableSpan(name="episode", context=span.context, resource=resource, attributes={"prime.record": record})
+        for span, record in zip(episode_spans(episodes, resource), (e.to_record() for e in episodes), strict=True)
+    ]
+    send(http_exporter, spans)
+    send(http_exporter, [end_marker(resource, episodes=3)])
+
+    assert gateway.wait_closed(run_id)["status"] == "completed"
+    expected = sorted(episode.id for episode in episodes)
+    assert sorted(row["sample_id"] for row in landed_samples(platform, run_id)) == expected
+    assert sorted(landed_episode_ids(platform, run_id)) == expected
