@@ -2,7 +2,8 @@
 
 Starts one local platform, runs the eval and training workloads through both SDKs (each run in a fresh
 process, alternating order over rounds, medians reported), the Parquet and projection encoders in-process,
-prints one combined table and writes ``benchmarks/results/latest.json`` and ``latest.md``.
+the spool workload against a slow platform, prints one combined table and writes
+``benchmarks/results/latest.json`` and ``latest.md`` (``latest-<parts>.*`` with ``--only``).
 """
 
 from __future__ import annotations
@@ -26,12 +27,16 @@ from benchmarks._harness import Harness
 from benchmarks._parquet import parquet_section, run_parquet
 from benchmarks._projection import projection_section, run_projection
 from benchmarks._report import Section, render_markdown, render_text
+from benchmarks._spool import SpoolSettings, run_spool, spool_sections
 from benchmarks._train import run_train, train_section
 from benchmarks._workload import train_steps
 from prime_otel.testing import start_local_platform
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PROFILE_LINES = 30
+PARTS = ("eval", "train", "parquet", "projection", "spool")
+#: What fits the benchmark's time budget on 2 cores (our producer logs ~75 calls/s against the slow platform).
+SPOOL_EPISODES = 20_000
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -46,11 +51,40 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--parquet-rounds", type=int, default=3, help="best of N for Parquet encoding (default 3)")
     parser.add_argument("--projection-repeat", type=int, default=50, help="bench_projection.py --repeat; 0 skips")
     parser.add_argument("--skip-train", action="store_true", help="leave out the training workload and Parquet")
+    parser.add_argument("--skip-spool", action="store_true", help="leave out the spool workload")
+    parser.add_argument(
+        "--only", default="", help=f"run only these parts, comma-separated: {', '.join(PARTS)} (e.g. --only spool)"
+    )
+    parser.add_argument(
+        "--spool-episodes",
+        type=int,
+        default=SPOOL_EPISODES,
+        help=f"spool: our log_episodes calls (default {SPOOL_EPISODES:,}; issue 6 asks for 100000, ~25 minutes)",
+    )
+    parser.add_argument("--spool-window", type=int, default=0, help="spool: calls per progress sample (0: N/10)")
+    parser.add_argument(
+        "--spool-compare", type=int, default=5000, help="spool: prime-runs 0.1.4's calls (default 5000; 0 skips)"
+    )
+    parser.add_argument("--spool-delay", type=float, default=1.0, help="spool: seconds every POST is delayed")
+    parser.add_argument("--spool-finish-timeout", type=float, default=10.0, help="spool: finish(timeout=)")
     parser.add_argument(
         "--profile", action="store_true", help="also run one cProfiled child of ours per eval scenario (not measured)"
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where latest.json and latest.md go")
     return parser.parse_args(argv)
+
+
+def selected_parts(args: argparse.Namespace) -> list[str]:
+    if args.only:
+        chosen = [part.strip() for part in args.only.split(",") if part.strip()]
+        unknown = sorted(set(chosen) - set(PARTS))
+        if unknown:
+            raise SystemExit(f"--only: unknown parts {unknown}; choose from {', '.join(PARTS)}")
+        return [part for part in PARTS if part in chosen]
+    skipped = {"train", "parquet"} if args.skip_train else set()
+    skipped |= {"spool"} if args.skip_spool else set()
+    skipped |= {"projection"} if args.projection_repeat <= 0 else set()
+    return [part for part in PARTS if part not in skipped]
 
 
 def environment() -> dict[str, Any]:
@@ -86,31 +120,44 @@ def profile_ours(harness: Harness, scenarios: list[Scenario], episodes: int, out
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    parts = selected_parts(args)
     scenarios = [SCENARIOS[key.strip()] for key in args.scenarios.split(",") if key.strip()]
     args.out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     results: dict[str, Any] = {"environment": environment(), "settings": {k: str(v) for k, v in vars(args).items()}}
     sections: list[Section] = []
     with tempfile.TemporaryDirectory(prefix="prime-bench-") as scratch:
-        print(f"starting the local platform in {scratch} ...", flush=True)
-        with start_local_platform(
-            Path(scratch) / "platform", samples_rate_limit=100000, metrics_rate_limit=100000
-        ) as platform:
-            harness = Harness(platform, Path(scratch))
-            eval_runs = run_eval(harness, scenarios, args.episodes, args.rounds)
-            results["eval"] = eval_runs
-            sections += eval_sections(scenarios, eval_runs, args.episodes, args.rounds)
-            if not args.skip_train:
-                train_runs = run_train(harness, args.steps, args.per_step, args.rounds)
-                results["train"] = train_runs
-                sections.append(train_section(train_runs, args.steps, args.per_step, args.rounds))
-            if args.profile:
-                results["profiles"] = profile_ours(harness, scenarios, args.episodes, args.out)
-    if not args.skip_train:
+        if {"eval", "train", "spool"} & set(parts):
+            print(f"starting the local platform in {scratch} ...", flush=True)
+            with start_local_platform(
+                Path(scratch) / "platform", samples_rate_limit=100000, metrics_rate_limit=100000
+            ) as platform:
+                harness = Harness(platform, Path(scratch))
+                if "eval" in parts:
+                    eval_runs = run_eval(harness, scenarios, args.episodes, args.rounds)
+                    results["eval"] = eval_runs
+                    sections += eval_sections(scenarios, eval_runs, args.episodes, args.rounds)
+                if "train" in parts:
+                    train_runs = run_train(harness, args.steps, args.per_step, args.rounds)
+                    results["train"] = train_runs
+                    sections.append(train_section(train_runs, args.steps, args.per_step, args.rounds))
+                if args.profile and "eval" in parts:
+                    results["profiles"] = profile_ours(harness, scenarios, args.episodes, args.out)
+                if "spool" in parts:
+                    settings = SpoolSettings(
+                        args.spool_episodes,
+                        args.spool_window,
+                        args.spool_compare,
+                        args.spool_delay,
+                        args.spool_finish_timeout,
+                    )
+                    results["spool"] = run_spool(harness, Path(scratch), settings)
+                    sections += spool_sections(results["spool"])
+    if "parquet" in parts:
         print("Parquet encoding ...", flush=True)
         results["parquet"] = run_parquet(train_steps(args.steps, args.per_step), args.parquet_rounds)
         sections.append(parquet_section(results["parquet"]))
-    if args.projection_repeat > 0:
+    if "projection" in parts:
         print("bench_projection.py ...", flush=True)
         results["projection"] = run_projection(args.projection_repeat, rounds=3)
         sections.append(projection_section(results["projection"]))
@@ -124,10 +171,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{env['date']}; took {results['elapsed_s']:.0f} s"
     )
     print("\n" + heading + "\n" + render_text(sections))
-    (args.out / "latest.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
-    preamble = ["## Benchmarks: prime-otel vs prime-runs 0.1.4", "", heading + ".", "", "Run: `make bench`."]
-    (args.out / "latest.md").write_text(render_markdown(sections, preamble))
-    print(f"\nwrote {args.out / 'latest.json'} and {args.out / 'latest.md'}")
+    stem = "latest-" + "-".join(parts) if args.only else "latest"
+    command = "make bench" if stem == "latest" else f"python -m benchmarks --only {','.join(parts)}"
+    (args.out / f"{stem}.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
+    preamble = ["## Benchmarks: prime-otel vs prime-runs 0.1.4", "", heading + ".", "", f"Run: `{command}`."]
+    (args.out / f"{stem}.md").write_text(render_markdown(sections, preamble))
+    print(f"\nwrote {args.out / f'{stem}.json'} and {args.out / f'{stem}.md'}")
     return 0
 
 

@@ -11,17 +11,20 @@ from __future__ import annotations
 import cProfile
 import gc
 import json
+import os
 import pstats
 import resource
 import sys
 import threading
 import time
+from array import array
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from benchmarks._stats import latency_summary
-from benchmarks._workload import eval_episodes, train_steps
+from benchmarks._workload import eval_episodes, json_episode, train_steps
 
 EVAL_RUN = {"name": "bench-eval", "environments": ["gsm8k"], "model": "Qwen/Qwen3-8B", "framework": "verifiers"}
 TRAIN_MODEL = "Qwen/Qwen3-4B"
@@ -37,6 +40,8 @@ class ChildSpec:
     per_step: int = 16
     sinks: str | None = None  # ours only
     profile: str | None = None  # a cProfile output path for the measured span
+    window: int = 10_000  # spool: calls per progress sample
+    finish_timeout: float | None = None  # spool: finish(timeout=)
 
     @classmethod
     def parse(cls, text: str) -> ChildSpec:
@@ -192,19 +197,123 @@ def run_train(spec: ChildSpec) -> dict[str, Any]:
     }
 
 
+SLOW_CALL_NS = 10_000_000
+PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def rss_kib() -> int:
+    """Resident set size now (``ru_maxrss`` only ever grows)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * PAGE_KIB
+
+
+def spool_bytes(run_folder: Path) -> int:
+    """Bytes of every spool of a run folder (the owner's and forked processes'); 0 without one (prime-runs)."""
+    total = 0
+    for spool in run_folder.glob("spool*"):
+        for entry in os.scandir(spool) if spool.is_dir() else ():
+            try:
+                total += entry.stat().st_size if entry.is_file() else 0
+            except FileNotFoundError:
+                continue  # removed while we looked
+    return total
+
+
+class Progress:
+    """Every ``window`` calls: RSS, the spool on disk, and that window's call latencies."""
+
+    def __init__(self, window: int, began: float) -> None:
+        self.samples: list[dict[str, Any]] = []
+        self.latencies = array("q")
+        self._window = max(1, window)
+        self._began = began
+        self._run_folder: Path | None = None
+
+    def watch(self, run_folder: Path) -> None:
+        self._run_folder = run_folder
+
+    def add(self, nanoseconds: int) -> None:
+        self.latencies.append(nanoseconds)
+        if len(self.latencies) % self._window == 0:
+            self._sample()
+
+    def _sample(self) -> None:
+        window = self.latencies[-self._window :]
+        self.samples.append(
+            {
+                "calls": len(self.latencies),
+                "elapsed_s": time.perf_counter() - self._began,
+                "rss_kib": rss_kib(),
+                "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                "spool_bytes": spool_bytes(self._run_folder) if self._run_folder else 0,
+                "latency": latency_summary(window),
+                "slow_calls": sum(1 for ns in window if ns >= SLOW_CALL_NS),
+            }
+        )
+
+
+def run_spool(spec: ChildSpec) -> dict[str, Any]:
+    """``spec.episodes`` JSON records, one ``log_episodes`` call each, made one at a time (never all in memory)."""
+    init = sdk_init(spec)
+    json_episode(0)  # the fixture files are read before the span
+    settle()
+    rss_before = rss_kib()
+    span = Measured(spec.profile)
+    span.start()
+    began = time.perf_counter()
+    progress = Progress(spec.window, began)
+    run = init(**{**EVAL_RUN, "name": "bench-spool"})
+    init_s = time.perf_counter() - began
+    run_folder = Path(os.environ["PRIME_RUNS_DIR"]) / run.id
+    progress.watch(run_folder)
+    for index in range(spec.episodes):
+        record = json_episode(index)
+        call_began = time.perf_counter_ns()
+        run.log_episodes([record])
+        progress.add(time.perf_counter_ns() - call_began)
+    finish_began = time.perf_counter()
+    run.finish(timeout=spec.finish_timeout)
+    finish_s = time.perf_counter() - finish_began
+    measured = span.stop()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # before summarising every latency
+    report = getattr(run, "report", None)
+    return {
+        **measured,
+        "run_id": run.id,
+        "peak_rss_kib": peak,
+        "rss_before_init_kib": rss_before,
+        "init_s": init_s,
+        "logging_s": finish_began - began - init_s,
+        "finish_s": finish_s,
+        "logged": spec.episodes,
+        "windows": progress.samples,
+        "log_episodes_ns": latency_summary(progress.latencies),
+        "slow_calls": sum(1 for ns in progress.latencies if ns >= SLOW_CALL_NS),
+        "spool_bytes_at_end": spool_bytes(run_folder),
+        "dropped_records": run.dropped_records,
+        "failed_records": dict(run.failed_records),
+        "report": report.to_dict() if report is not None else None,
+        "errors": list(run.errors),
+    }
+
+
 def settle() -> None:
     """Move the prebuilt workload out of the collector's generations: scanning it is part of building it."""
     gc.collect()
     gc.freeze()
 
 
-WORKLOADS: Mapping[str, Callable[[ChildSpec], dict[str, Any]]] = {"eval": run_eval, "train": run_train}
+WORKLOADS: Mapping[str, Callable[[ChildSpec], dict[str, Any]]] = {
+    "eval": run_eval,
+    "train": run_train,
+    "spool": run_spool,
+}
 
 
 def main(argv: list[str]) -> int:
     spec = ChildSpec.parse(argv[1])
     result = WORKLOADS[spec.workload](spec)
-    result["peak_rss_kib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    result.setdefault("peak_rss_kib", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
     print(json.dumps(result), flush=True)
     return 0
 

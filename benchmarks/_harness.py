@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +32,30 @@ class Harness:
         """Switches the account into or out of the Prime Traces beta for the children that follow."""
         self._platform.inspect.settings(traces="enabled" if traces_enabled else "disabled")
 
-    def run(self, spec: dict[str, Any]) -> dict[str, Any]:
-        """Runs the child; its own measurements plus ``requests`` and the stored counts of its run."""
+    def add_fault(self, **rule: Any) -> None:
+        """A fault rule of the local platform (``prime_otel/local/README.md``) for the children that follow."""
+        self._platform.inspect.add_fault(**rule)
+
+    def clear_faults(self) -> None:
+        self._platform.inspect.clear_faults()
+
+    def run(
+        self,
+        spec: dict[str, Any],
+        *,
+        timeout: float = CHILD_TIMEOUT_SECONDS,
+        env: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Runs the child (``env`` overrides its environment); its own measurements plus ``requests`` and the
+        stored counts of its run."""
         first_seq = self._last_seq() + 1
         completed = subprocess.run(
             [sys.executable, "-m", "benchmarks._child", json.dumps(spec)],
             cwd=self._home,
-            env=self._child_env(),
+            env={**self._child_env(), **(env or {})},
             capture_output=True,
             text=True,
-            timeout=CHILD_TIMEOUT_SECONDS,
+            timeout=timeout,
             check=False,
         )
         if completed.returncode != 0 or not completed.stdout.strip():

@@ -65,15 +65,32 @@ class Row:
         }
 
 
+@dataclass(frozen=True)
+class Table:
+    """Free-form cells, for figures that are not one value per SDK (a run's progress over time)."""
+
+    headers: tuple[str, ...]
+    cells: list[tuple[str, ...]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"headers": list(self.headers), "cells": [list(row) for row in self.cells]}
+
+
 @dataclass
 class Section:
     title: str
     notes: list[str] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)
     columns: tuple[str, str] = (THEIRS, OURS)
+    tables: list[Table] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"title": self.title, "notes": self.notes, "rows": [row.to_dict() for row in self.rows]}
+        return {
+            "title": self.title,
+            "notes": self.notes,
+            "rows": [row.to_dict() for row in self.rows],
+            "tables": [table.to_dict() for table in self.tables],
+        }
 
 
 def errors_note(runs: Sequence[dict[str, Any]]) -> list[str]:
@@ -106,10 +123,34 @@ def _target(row: Row) -> str:
     return f"{row.target.text}  {verdict}"
 
 
+def _text_table(table: Table) -> list[str]:
+    """The first column (what a row is) left-aligned, the figures right-aligned."""
+    widths = [max(len(cell) for cell in column) for column in zip(table.headers, *table.cells, strict=True)]
+    return [
+        "",
+        *(
+            "   "
+            + "  ".join([row[0].ljust(widths[0]), *(c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True))])
+            for row in (table.headers, *table.cells)
+        ),
+    ]
+
+
+def _markdown_table(table: Table) -> list[str]:
+    return [
+        "",
+        "| " + " | ".join(table.headers) + " |",
+        "|---|" + "---:|" * (len(table.headers) - 1),
+        *("| " + " | ".join(row) + " |" for row in table.cells),
+    ]
+
+
 def render_text(sections: Sequence[Section]) -> str:
     lines: list[str] = []
     for section in sections:
         lines += ["", f"== {section.title}", *(f"   {note}" for note in section.notes)]
+        for table in section.tables:
+            lines += _text_table(table)
         if not section.rows:
             continue
         theirs, ours = section.columns
@@ -127,6 +168,8 @@ def render_markdown(sections: Sequence[Section], preamble: Sequence[str]) -> str
     for section in sections:
         lines += ["", f"### {section.title}", ""]
         lines += [f"{note}  " for note in section.notes]
+        for table in section.tables:
+            lines += _markdown_table(table)
         if not section.rows:
             continue
         theirs, ours = section.columns

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import copy
+import json
 import sys
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+EVAL_FIXTURES = ROOT / "tests" / "fixtures" / "eval"
 TRAIN_RUN_NAME = "bench-train"
 
 
@@ -36,3 +41,18 @@ def _make_episodes(count: int, kind: str) -> list[Any]:
     from _episodes import make_episodes
 
     return list(make_episodes(count, kind=kind))
+
+
+@cache
+def _fixture_records() -> tuple[dict[str, Any], ...]:
+    return tuple(json.loads((EVAL_FIXTURES / f"episode-{n}.json").read_text(encoding="utf-8")) for n in (1, 2, 3))
+
+
+def json_episode(index: int) -> dict[str, Any]:
+    """A JSON episode record (``Episode.to_record()``) made on the fly: a fixture record with ids unique per
+    ``index``, so a long run never holds more than the one it is logging."""
+    record = copy.deepcopy(_fixture_records()[index % 3])
+    record["id"] = f"ep{index:08d}"
+    for position, trace in enumerate(record["traces"]):
+        trace["id"] = f"tr{index:08d}{position}"
+    return record
