@@ -237,6 +237,12 @@ class Progress:
         if len(self.latencies) % self._window == 0:
             self._sample()
 
+    def halves(self) -> list[dict[str, Any]]:
+        """The latencies of the first and the second half of the calls (a trend robust to bursts)."""
+        middle = len(self.latencies) // 2
+        parts = (self.latencies[:middle], self.latencies[middle:]) if middle else ()
+        return [{**latency_summary(part), "slow_calls": sum(1 for ns in part if ns >= SLOW_CALL_NS)} for part in parts]
+
     def _sample(self) -> None:
         window = self.latencies[-self._window :]
         self.samples.append(
@@ -288,6 +294,7 @@ def run_spool(spec: ChildSpec) -> dict[str, Any]:
         "logged": spec.episodes,
         "windows": progress.samples,
         "log_episodes_ns": latency_summary(progress.latencies),
+        "halves": progress.halves(),
         "slow_calls": sum(1 for ns in progress.latencies if ns >= SLOW_CALL_NS),
         "spool_bytes_at_end": spool_bytes(run_folder),
         "dropped_records": run.dropped_records,

@@ -193,3 +193,21 @@ def test_finalize_is_replayed_after_an_ambiguous_failure(train_env: LocalPlatfor
     assert snapshot["status"] == "COMPLETED"
     assert snapshot["requests"]["POST /api/v1/rft/finalize"] == 2
     assert run.errors == []
+
+
+def test_without_pyarrow_the_parquet_sink_turns_itself_off_and_traces_still_flow(
+    train_env: LocalPlatform, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """RB-115: one warning, nothing counted as lost, Prime Traces gets every episode."""
+    from prime_otel.exporters import rft_samples
+
+    monkeypatch.setattr(rft_samples, "parquet_available", lambda: False)
+    run = po.init(kind="train", model="m", environments=["gsm8k"])
+    run.log_episodes([training_episode(10, i) for i in range(3)])
+    report = run.finish()
+    assert report is not None and report.complete
+    states = {sink.sink: sink.state for sink in report.sinks}
+    assert states["rft_samples"] == "pyarrow is not installed"
+    assert train_env.inspect.run(run.id)["num_episodes"] == 3
+    assert train_env.inspect.steps(run.id) == []
+    assert sum("pyarrow is not installed" in message for message in caplog.messages) == 1
