@@ -79,6 +79,7 @@ class Uploader:
         self._pending: object | None = None
         self._stopping = False
         self._closed = False
+        self._overflowing = False
 
     @property
     def queued_records(self) -> int:
@@ -88,20 +89,26 @@ class Uploader:
     # -- producer side -------------------------------------------------------------------------
 
     def _put(self, kind: str, items: list[Any]) -> bool:
-        """Queue one batch; blocks at most ``put_timeout`` when full, then drops and counts it."""
+        """Queue one batch. Without a spool it blocks at most ``put_timeout`` when full, then drops and counts the
+        batch; with one, the batch is spilled to disk instead."""
         if not self.slots or not items:
             return True
         if self._stopping:
             return False
         self._ensure_worker()
+        batch = _Batch(kind, items)
         try:
-            if self.spool is not None:
-                # With a spool the producer waits only briefly: what still does not fit goes to disk.
-                self._queue.put(_Batch(kind, items), timeout=SPOOL_PUT_TIMEOUT_SECONDS)
+            if self.spool is None:
+                self._queue.put(batch, timeout=self._put_timeout)
+            elif self._overflowing:
+                # The uploader is behind: go straight to disk until its queue is half empty again.
+                self._queue.put_nowait(batch)
             else:
-                self._queue.put(_Batch(kind, items), timeout=self._put_timeout)
+                # With a spool the producer waits only briefly before what does not fit goes to disk.
+                self._queue.put(batch, timeout=SPOOL_PUT_TIMEOUT_SECONDS)
         except queue.Full:
             if self.spool is not None and self._spill(kind, items):
+                self._overflowing = True
                 return True
             with self._lock:
                 self.dropped_records += len(items)
@@ -195,6 +202,8 @@ class Uploader:
                 item.done.set()
                 continue
             assert isinstance(item, _Batch)
+            if self._overflowing and self._queue.qsize() < self._max_queue_batches // 2:
+                self._overflowing = False
             items = list(item.items)
             self._coalesce_into(item.kind, items)
             try:
