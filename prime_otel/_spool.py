@@ -12,6 +12,7 @@ Layout under ``<run folder>/spool/``: ``log-<first seq>.jsonl`` segments of ``{"
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
 import os
@@ -40,8 +41,8 @@ class SinkLedger:
     """One sink's view of the log: ``pending`` seqs await a replay, ``missing`` may or may not have been
     applied (never replayed), ``inflight`` was being sent by a non-idempotent request when last written."""
 
-    pending: list[int] = field(default_factory=list)
-    missing: list[int] = field(default_factory=list)
+    pending: set[int] = field(default_factory=set)
+    missing: set[int] = field(default_factory=set)
     inflight: list[int] = field(default_factory=list)
     #: Every seq below this was dispatched to the sink and has an outcome (delivered, pending or missing).
     through: int = 0
@@ -63,8 +64,8 @@ class SinkLedger:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SinkLedger:
         return cls(
-            pending=_expand(data.get("pending", [])),
-            missing=_expand(data.get("missing", [])),
+            pending=set(_expand(data.get("pending", []))),
+            missing=set(_expand(data.get("missing", []))),
             inflight=_expand(data.get("inflight", [])),
             through=int(data.get("through", 0)),
             delivered=int(data.get("delivered", 0)),
@@ -73,7 +74,7 @@ class SinkLedger:
         )
 
 
-def _ranges(seqs: Sequence[int]) -> list[list[int]]:
+def _ranges(seqs: Iterable[int]) -> list[list[int]]:
     """Sorted seqs as ``[start, stop)`` ranges, so a long outage costs a few numbers in the ledger."""
     out: list[list[int]] = []
     for seq in sorted(seqs):
@@ -226,7 +227,7 @@ class RunSpool:
         """Records of ``name`` not settled yet: kept for a replay, or logged and not (yet) answered for."""
         ledger = self.sink(name)
         with self._lock:
-            pending = set(ledger.pending)
+            pending = ledger.pending
             unanswered = sum(1 for seq in range(ledger.through, self._next_seq) if seq not in pending)
             return len(pending) + unanswered
 
@@ -257,24 +258,24 @@ class RunSpool:
 
     def defer(self, name: str, seqs: Sequence[int], *, dispatched: bool = True) -> None:
         """These records did not reach ``name`` and may be replayed (they were never applied). ``dispatched``
-        is False for a batch the producer spilled before the uploader took it."""
+        is False for a batch the producer spilled before the uploader took it: that needs no ledger write,
+        since after a crash every logged record without an outcome is pending anyway."""
         ledger = self.sink(name)
         with self._lock:
-            known = set(ledger.pending)
-            fresh = [seq for seq in seqs if seq not in known]
-            ledger.pending.extend(fresh)
+            fresh = [seq for seq in seqs if seq not in ledger.pending]
+            ledger.pending.update(fresh)
             ledger.spooled += len(fresh)
             self._outcome(ledger, seqs, dispatched)
-        self.save_soon()
+        if dispatched:
+            self.save_soon()
 
     def settle(self, name: str, seqs: Sequence[int], *, replayed: bool = False) -> None:
         """These records reached ``name``."""
         ledger = self.sink(name)
         with self._lock:
-            done = set(seqs)
             before = len(ledger.pending)
-            ledger.pending = [seq for seq in ledger.pending if seq not in done]
-            ledger.delivered += len(done)
+            ledger.pending.difference_update(seqs)
+            ledger.delivered += len(seqs)
             if replayed:
                 ledger.replayed += before - len(ledger.pending)
             self._outcome(ledger, seqs, not replayed)
@@ -284,10 +285,8 @@ class RunSpool:
         """An ambiguous failure of a non-idempotent request: these may or may not be stored; never resent."""
         ledger = self.sink(name)
         with self._lock:
-            done = set(seqs)
-            ledger.pending = [seq for seq in ledger.pending if seq not in done]
-            known = set(ledger.missing)
-            ledger.missing.extend(seq for seq in seqs if seq not in known)
+            ledger.pending.difference_update(seqs)
+            ledger.missing.update(seqs)
             self._outcome(ledger, seqs, True)
         self.save_soon()
 
@@ -298,20 +297,27 @@ class RunSpool:
             ledger.inflight = list(seqs)
         self.save()
 
+    def oldest_pending(self, name: str, count: int) -> list[int]:
+        ledger = self.sink(name)
+        with self._lock:
+            return heapq.nsmallest(count, ledger.pending)
+
     def recover(self, names: Iterable[str]) -> None:
         """After the producer died: in flight ⇒ possibly missing; logged but never dispatched ⇒ pending."""
         with self._lock:
             for name in names:
                 ledger = self._sinks.setdefault(name, SinkLedger())
                 if ledger.inflight:
-                    known = set(ledger.missing)
-                    ledger.missing.extend(seq for seq in ledger.inflight if seq not in known)
-                    ledger.pending = [seq for seq in ledger.pending if seq not in set(ledger.inflight)]
+                    ledger.missing.update(ledger.inflight)
+                    ledger.pending.difference_update(ledger.inflight)
                     ledger.through = max(ledger.through, max(ledger.inflight) + 1)
                     ledger.inflight = []
-                settled = set(ledger.pending) | set(ledger.missing)
-                unsent = [seq for seq in range(ledger.through, self._next_seq) if seq not in settled]
-                ledger.pending.extend(unsent)
+                unsent = [
+                    seq
+                    for seq in range(ledger.through, self._next_seq)
+                    if seq not in ledger.pending and seq not in ledger.missing
+                ]
+                ledger.pending.update(unsent)
                 ledger.spooled += len(unsent)
                 ledger.through = self._next_seq
         self.save()

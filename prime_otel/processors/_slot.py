@@ -146,7 +146,7 @@ class SinkSlot:
         self._revive_if_cooled_down()
         if not self.exporter.enabled or (self.strikes and not force):
             return 0  # replay into a sink that just failed only when the run is ending
-        seqs = sorted(spool.sink(self.name).pending)[:REPLAY_CHUNK]
+        seqs = spool.oldest_pending(self.name, REPLAY_CHUNK)
         if not seqs:
             return 0
         spooled = spool.read(seqs)
