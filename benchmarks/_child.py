@@ -296,6 +296,7 @@ def run_spool(spec: ChildSpec) -> dict[str, Any]:
         "log_episodes_ns": latency_summary(progress.latencies),
         "halves": progress.halves(),
         "slow_calls": sum(1 for ns in progress.latencies if ns >= SLOW_CALL_NS),
+        "slow_calls_s": sum(ns for ns in progress.latencies if ns >= SLOW_CALL_NS) / 1e9,
         "spool_bytes_at_end": spool_bytes(run_folder),
         "dropped_records": run.dropped_records,
         "failed_records": dict(run.failed_records),
