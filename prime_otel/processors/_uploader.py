@@ -79,7 +79,6 @@ class Uploader:
         self._pending: object | None = None
         self._stopping = False
         self._closed = False
-        self._overflowing = False
 
     @property
     def queued_records(self) -> int:
@@ -98,17 +97,12 @@ class Uploader:
         self._ensure_worker()
         batch = _Batch(kind, items)
         try:
-            if self.spool is None:
-                self._queue.put(batch, timeout=self._put_timeout)
-            elif self._overflowing:
-                # The uploader is behind: go straight to disk until its queue is half empty again.
-                self._queue.put_nowait(batch)
-            else:
-                # With a spool the producer waits only briefly before what does not fit goes to disk.
-                self._queue.put(batch, timeout=SPOOL_PUT_TIMEOUT_SECONDS)
+            # With a spool the producer waits only briefly (the uploader takes the whole queue at each dispatch)
+            # before what still does not fit goes to disk; without one it waits longer, then drops.
+            wait = self._put_timeout if self.spool is None else SPOOL_PUT_TIMEOUT_SECONDS
+            self._queue.put(batch, timeout=wait)
         except queue.Full:
             if self.spool is not None and self._spill(kind, items):
-                self._overflowing = True
                 return True
             with self._lock:
                 self.dropped_records += len(items)
@@ -202,8 +196,6 @@ class Uploader:
                 item.done.set()
                 continue
             assert isinstance(item, _Batch)
-            if self._overflowing and self._queue.qsize() < self._max_queue_batches // 2:
-                self._overflowing = False
             items = list(item.items)
             self._coalesce_into(item.kind, items)
             try:
