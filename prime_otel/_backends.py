@@ -9,12 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ._types import EnvironmentRef, RunStatus, TrainingSpec
-from .client import EvaluationsAPI, TrainingRunsAPI, eval_dashboard_url, training_dashboard_url
+from .client import ERROR_MESSAGE_LIMIT, EvaluationsAPI, TrainingRunsAPI, eval_dashboard_url, training_dashboard_url
 from .errors import ConfigurationError, NotFoundError
 
 _logger = logging.getLogger(__name__)
-
-MAX_ERROR_MESSAGE_CHARS = 4096
 
 
 @dataclass
@@ -187,4 +185,4 @@ def _error_message(status: RunStatus, error: str | None) -> str | None:
     message = error or None
     if status is RunStatus.CRASHED:
         message = f"crashed: {message or 'process exited without finishing the run'}"
-    return message[:MAX_ERROR_MESSAGE_CHARS] if message else None
+    return message[:ERROR_MESSAGE_LIMIT] if message else None

@@ -27,7 +27,7 @@ from ._types import EnvironmentRef, RunStatus, TrainingSpec
 from .client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI, is_ambiguous
 from .errors import ConfigurationError, ForbiddenError
 from .exporters._base import Sink
-from .projection import ENVELOPE_BYTES, MAX_SAMPLES_PAYLOAD_BYTES
+from .projection import EncodedSample, pack_sample_requests
 
 _logger = logging.getLogger("prime_otel")
 
@@ -225,19 +225,11 @@ class OfflineRunSync:
             self.ledger.save(self.folder)
 
     def _sample_requests(self) -> Iterator[tuple[int, bytes, int]]:
-        parts: list[bytes] = []
-        size = ENVELOPE_BYTES
-        end = self.ledger.offsets.get(SAMPLES_FILE, 0)
-        for position, line in _lines_from(self.folder / SAMPLES_FILE, end):
-            row = line.rstrip(b"\n")
-            if parts and size + 1 + len(row) > MAX_SAMPLES_PAYLOAD_BYTES:
-                yield end, b'{"samples":[' + b",".join(parts) + b"]}", len(parts)
-                parts, size = [], ENVELOPE_BYTES
-            parts.append(row)
-            size += len(row) + (1 if len(parts) > 1 else 0)
-            end = position
-        if parts:
-            yield end, b'{"samples":[' + b",".join(parts) + b"]}", len(parts)
+        """The rows not yet sent, packed like the live sink packs them: (offset past the last row, body, rows)."""
+        lines = list(_lines_from(self.folder / SAMPLES_FILE, self.ledger.offsets.get(SAMPLES_FILE, 0)))
+        samples = [EncodedSample(row={}, data=line.rstrip(b"\n"), source=i) for i, (_, line) in enumerate(lines)]
+        for request in pack_sample_requests(samples):
+            yield lines[request.indices[-1]][0], request.body, request.rows
 
     def _upload_metrics(self) -> None:
         assert self.ledger.platform_id is not None
