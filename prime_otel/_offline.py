@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._records import EncodedRecord, compact_json, is_episode, to_mapping
+from ._model_records import encode_record
+from ._records import compact_json, is_episode
 from .projection import encode_samples
 
 RUN_FILE = "run.json"
@@ -72,7 +73,7 @@ class OfflineRunWriter:
     def write_records(self, records: Iterable[Any]) -> None:
         for record in records:
             episode = is_episode(record)
-            encoded = EncodedRecord(to_mapping(record))
+            encoded = encode_record(record)
             self._append(EPISODES_FILE if episode else TRACES_FILE, encoded.stamped(self.run_id, self.kind))
             if episode and self.kind == "eval" and not isinstance(record, Mapping):
                 for sample in encode_samples([record], self._rollout_numbers, records=[encoded]):

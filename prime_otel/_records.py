@@ -120,19 +120,19 @@ def compact_json(obj: Any) -> bytes:
     return _COMPACT.encode(obj).encode("utf-8")
 
 
-_RUN = "run"
-_TRACES = "traces"
+RUN_KEY = "run"
+TRACES_KEY = "traces"
 # A piece of a split mapping: finished ``"key":value,...`` bytes, or a key whose value is filled in at assembly.
 _Piece = bytes | str
 
 
 class EncodedRecord:
     """A record's compact JSON, encoded once and kept in pieces so both copies a run uploads are joins:
-    :attr:`plain` equals ``compact_json(record)`` (the v0 row's ``native_wrapper``) and :meth:`stamped` equals
-    ``compact_json(stamp_run(record, run_id, kind))`` (the Prime Traces line). A record holding NaN/±inf is
-    nullified first; :attr:`nullified` tells, and :attr:`record` is the mapping the bytes encode."""
+    :attr:`plain` is the record's JSON (the v0 row's ``native_wrapper``) and :meth:`stamped` is the JSON of
+    ``stamp_run(record, run_id, kind)`` (the Prime Traces line). Built from a mapping, a record holding NaN/±inf
+    is nullified first; :attr:`nullified` tells, and :attr:`record` is the mapping the bytes encode."""
 
-    __slots__ = ("_members", "_pieces", "_run", "_run_json", "nullified", "plain", "record")
+    __slots__ = ("_members", "_pieces", "_record", "_run", "_run_json", "nullified", "plain")
 
     def __init__(self, record: Mapping[str, Any]) -> None:
         self.nullified = False
@@ -142,50 +142,104 @@ class EncodedRecord:
             record = nullify(dict(record))
             self.nullified = True
             self._encode(record)
-        self.record = record
-        members = b"[" + b",".join(member.plain for member in self._members) + b"]"
-        self.plain = _assemble(self._pieces, {_RUN: self._run_json, _TRACES: members})
+        self._record: Mapping[str, Any] | None = record
+        self._join()
+
+    @classmethod
+    def from_parts(
+        cls, pieces: list[_Piece], run: Mapping[str, Any] | None, run_json: bytes, members: list[EncodedMember]
+    ) -> EncodedRecord:
+        """A record encoded elsewhere: ``pieces`` are finished ``"key":value,...`` bytes and the
+        placeholder keys ``run`` and ``traces``, the run block and its JSON, and the member traces."""
+        encoded = cls.__new__(cls)
+        encoded.nullified = False
+        encoded._record = None
+        encoded._pieces, encoded._run, encoded._run_json, encoded._members = pieces, run, run_json, members
+        encoded._join()
+        return encoded
+
+    @property
+    def has_traces(self) -> bool:
+        """The record holds a non-empty ``traces`` list (an episode with member traces)."""
+        return bool(self._members)
+
+    @property
+    def record(self) -> Mapping[str, Any]:
+        if self._record is None:
+            self._record = json.loads(self.plain)
+        return self._record
 
     def stamped(self, run_id: str, kind: str) -> bytes:
         """The line for Prime Traces (run-behaviour §11), new keys appended as ``stamp_run`` appends them."""
-        run = compact_json(_rekey(self._run, run_id, kind))
+        run = _stamped_run_json(self._run, self._run_json, run_id, kind)
         members = b"[" + b",".join(member.stamped(run, run_id, kind) for member in self._members) + b"]"
-        return _assemble(self._pieces, {_RUN: run, _TRACES: members}, append=_RUN)
+        return _assemble(self._pieces, {RUN_KEY: run, TRACES_KEY: members}, append=RUN_KEY)
+
+    def _join(self) -> None:
+        members = b"[" + b",".join(member.plain for member in self._members) + b"]"
+        self.plain = _assemble(self._pieces, {RUN_KEY: self._run_json, TRACES_KEY: members})
 
     def _encode(self, record: Mapping[str, Any]) -> None:
-        members = record.get(_TRACES)
+        members = record.get(TRACES_KEY)
         if isinstance(members, list):
-            self._pieces = _split(record, (_RUN, _TRACES))
-            self._members = [_EncodedMember(member) for member in members]
+            self._pieces = _split(record, (RUN_KEY, TRACES_KEY))
+            self._members = [EncodedMember(member) for member in members]
         else:
-            self._pieces = _split(record, (_RUN,))
+            self._pieces = _split(record, (RUN_KEY,))
             self._members = []
-        self._run = record.get(_RUN)
+        self._run = record.get(RUN_KEY)
         # Encoded here, inside the caller's NaN check, so stamping never meets a non-finite value.
         self._run_json = compact_json(self._run)
 
 
-class _EncodedMember:
+class EncodedMember:
     """One member trace of an :class:`EncodedRecord`; a non-mapping member is encoded as it is."""
 
     __slots__ = ("pieces", "plain", "run")
 
     def __init__(self, member: Any) -> None:
         if isinstance(member, Mapping):
-            self.pieces: list[_Piece] | None = _split(member, (_RUN,))
-            self.run = member.get(_RUN)
+            self.pieces: list[_Piece] | None = _split(member, (RUN_KEY,))
+            self.run = member.get(RUN_KEY)
             self.plain = _assemble(
-                self.pieces, {_RUN: compact_json(self.run)} if _placeholds(self.pieces, _RUN) else {}
+                self.pieces, {RUN_KEY: compact_json(self.run)} if _placeholds(self.pieces, RUN_KEY) else {}
             )
         else:
             self.pieces, self.run = None, None
             self.plain = compact_json(member)
 
+    @classmethod
+    def from_json(cls, body: bytes) -> EncodedMember:
+        """A member encoded elsewhere as a JSON object without a ``run`` key (it inherits the envelope's)."""
+        member = cls.__new__(cls)
+        member.pieces = [body[1:-1]] if body != b"{}" else []
+        member.run = None
+        member.plain = body
+        return member
+
     def stamped(self, envelope_run: bytes, run_id: str, kind: str) -> bytes:
         if self.pieces is None:
             return self.plain
-        run = compact_json(_rekey(self.run, run_id, kind)) if self.run else envelope_run
-        return _assemble(self.pieces, {_RUN: run}, append=_RUN)
+        if self.run:
+            return _assemble(self.pieces, {RUN_KEY: compact_json(_rekey(self.run, run_id, kind))}, append=RUN_KEY)
+        if not _placeholds(self.pieces, RUN_KEY):
+            return b"".join((self.plain[:-1], b',"run":' if self.pieces else b'"run":', envelope_run, b"}"))
+        return _assemble(self.pieces, {RUN_KEY: envelope_run})
+
+
+# Stamped run blocks by (the producer's block as JSON, run id, kind): a run's records share a handful of blocks.
+_STAMPED_RUNS: dict[tuple[bytes, str, str], bytes] = {}
+_STAMPED_RUNS_LIMIT = 1024
+
+
+def _stamped_run_json(run: Any, run_json: bytes, run_id: str, kind: str) -> bytes:
+    key = (run_json, run_id, kind)
+    stamped = _STAMPED_RUNS.get(key)
+    if stamped is None:
+        if len(_STAMPED_RUNS) >= _STAMPED_RUNS_LIMIT:
+            _STAMPED_RUNS.clear()
+        stamped = _STAMPED_RUNS[key] = compact_json(_rekey(run, run_id, kind))
+    return stamped
 
 
 def _split(mapping: Mapping[Any, Any], keys: tuple[str, ...]) -> list[_Piece]:

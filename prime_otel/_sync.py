@@ -24,7 +24,7 @@ from ._offline import EPISODES_FILE, METRICS_FILE, RUN_FILE, SAMPLES_FILE, TRACE
 from ._records import compact_json, stamp_run
 from ._spool import RunSpool, SpooledRecord
 from ._types import EnvironmentRef, RunStatus, TrainingSpec
-from .client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI, is_ambiguous
+from .client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI, is_ambiguous, transport_for
 from .errors import ConfigurationError, ForbiddenError
 from .exporters._base import Sink
 from .projection import EncodedSample, pack_sample_requests
@@ -176,7 +176,10 @@ class OfflineRunSync:
         ]
         client = TracesClient(
             TracesAPIClient(
-                api_key=self.settings.api_key, base_url=self.settings.traces_url, team_id=self.settings.team_id or ""
+                api_key=self.settings.api_key,
+                base_url=self.settings.traces_url,
+                team_id=self.settings.team_id or "",
+                transport=transport_for(self.settings.traces_url),
             )
         )
         committed = 0

@@ -57,13 +57,21 @@ _WRAPPER_TOKEN = f"prime-otel/native-wrapper/{secrets.token_hex(16)}"
 _WRAPPER_TOKEN_JSON = compact_json(_WRAPPER_TOKEN)
 
 
-@dataclass(frozen=True)
 class EncodedSample:
-    """A v0 row with its compact JSON; ``source`` is the position of its episode in the input."""
+    """A v0 row with its compact JSON; ``source`` is the position of its episode in the input. A row whose
+    ``native_wrapper`` came encoded (``wrapper``) gets it decoded only when :attr:`row` is first read."""
 
-    row: dict[str, Any]
-    data: bytes
-    source: int
+    __slots__ = ("_row", "_wrapper", "data", "source")
+
+    def __init__(self, row: dict[str, Any], data: bytes, source: int, wrapper: EncodedRecord | None = None) -> None:
+        self._row, self._wrapper, self.data, self.source = row, wrapper, data, source
+
+    @property
+    def row(self) -> dict[str, Any]:
+        if self._wrapper is not None:
+            self._row["info"]["native_wrapper"] = self._wrapper.record
+            self._wrapper = None
+        return self._row
 
 
 @dataclass(frozen=True)
@@ -133,11 +141,12 @@ def encode_episode_samples(
     number = _rollout_number(rollout_numbers, traces[index])
     wrapper = _own_record(episode) if record is None else record
     if isinstance(wrapper, EncodedRecord):
-        row, data = _encode_with_wrapper(_episode_row(episode, index, number, wrapper.record), wrapper.plain)
+        row, data = _encode_with_wrapper(_episode_row(episode, index, number, _WRAPPER_TOKEN), wrapper.plain)
+        encoded = wrapper
     else:
-        row, data = _encode_row(_episode_row(episode, index, number, wrapper))
+        (row, data), encoded = _encode_row(_episode_row(episode, index, number, wrapper)), None
     if _fits(len(data)):
-        return [EncodedSample(row, data, source)]
+        return [EncodedSample(row, data, source, encoded)]
     return [EncodedSample(*_encode_row(row), source) for row in _fallback_rows(episode, number)]
 
 
@@ -356,7 +365,7 @@ def _fits(row_bytes: int) -> bool:
     return ENVELOPE_BYTES + row_bytes <= MAX_SAMPLES_PAYLOAD_BYTES
 
 
-def _episode_row(episode: Any, index: int, rollout_number: int, record: Mapping[str, Any]) -> dict[str, Any]:
+def _episode_row(episode: Any, index: int, rollout_number: int, record: Any) -> dict[str, Any]:
     episode_id = _episode_id(episode)
     row = _trace_row(_traces(episode)[index], rollout_number, episode_id)
     row["sample_id"] = episode_id
@@ -516,11 +525,10 @@ def _encode_row(row: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
 
 
 def _encode_with_wrapper(row: dict[str, Any], wrapper: bytes) -> tuple[dict[str, Any], bytes]:
-    """:func:`_encode_row` for a row whose ``info.native_wrapper`` is already encoded as ``wrapper``."""
-    info = row["info"]
-    stand_in, data = _encode_row({**row, "info": {**info, "native_wrapper": _WRAPPER_TOKEN}})
-    row = {**stand_in, "info": {**stand_in["info"], "native_wrapper": info["native_wrapper"]}}
-    return row, data.replace(_WRAPPER_TOKEN_JSON, wrapper, 1)
+    """:func:`_encode_row` for a row whose ``info.native_wrapper`` holds the stand-in token, the record being
+    already encoded as ``wrapper``."""
+    stand_in, data = _encode_row(row)
+    return {**stand_in, "info": dict(stand_in["info"])}, data.replace(_WRAPPER_TOKEN_JSON, wrapper, 1)
 
 
 def _as_dict(row: Mapping[str, Any]) -> dict[str, Any]:

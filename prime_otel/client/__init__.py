@@ -14,6 +14,7 @@ from ._http import (
     suppressed_instrumentation,
 )
 from ._rft import STORAGE_ATTEMPTS, ObjectStorage, TrainingRunsAPI
+from ._transport import transport_for
 from ._urls import (
     INTERNAL_API_PATH,
     PUBLIC_API_PATH,
@@ -50,4 +51,5 @@ __all__ = [
     "strip_config_url",
     "suppressed_instrumentation",
     "training_dashboard_url",
+    "transport_for",
 ]

@@ -23,6 +23,7 @@ from opentelemetry import context as otel_context
 
 from ..errors import APIError, RetryableAPIError, TransportError
 from ._failures import backoff_seconds, error_for_response, is_ambiguous, transport_failure
+from ._transport import transport_for
 from ._urls import ApiRoot, split_api_root, strip_config_url
 
 logger = logging.getLogger(__name__)
@@ -156,7 +157,9 @@ class PlatformHTTP:
             self._headers["x-api-key"] = api_key
         self._counters = RequestCounters()
         self._deadline = threading.local()
-        self._client = LazyClient(lambda: httpx.Client(transport=transport, follow_redirects=True, timeout=timeout))
+        self._client = LazyClient(
+            lambda: httpx.Client(transport=transport or transport_for(base_url), follow_redirects=True, timeout=timeout)
+        )
 
     @property
     def requests(self) -> int:

@@ -20,6 +20,7 @@ from .._types import EnvironmentRef, RunStatus, TrainingSpec
 from ..errors import APIError, RetryableAPIError, TransportError
 from ._failures import backoff_seconds, extract_error, transport_failure
 from ._http import UPLOAD_TIMEOUT, LazyClient, PlatformHTTP, RequestCounters, suppressed_instrumentation
+from ._transport import transport_for
 from ._urls import path_segment
 
 logger = logging.getLogger(__name__)
@@ -151,7 +152,9 @@ class ObjectStorage:
         self._sleep = sleep
         self._random = random
         self._counters = RequestCounters()
-        self._client = LazyClient(lambda: httpx.Client(transport=transport, follow_redirects=False, timeout=timeout))
+        self._client = LazyClient(
+            lambda: httpx.Client(transport=transport or transport_for(None), follow_redirects=False, timeout=timeout)
+        )
 
     @property
     def requests(self) -> int:

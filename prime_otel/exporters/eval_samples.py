@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -67,7 +66,9 @@ class EvalSamplesExporter(RecordExporter):
             else:
                 skipped += 1
         projected = encode_samples(episodes, self._rollout_numbers, records=records)
-        ready.extend(replace(sample, source=positions[sample.source]) for sample in projected)
+        for sample in projected:
+            sample.source = positions[sample.source]
+        ready.extend(projected)
         if skipped:
             self._count(skipped=skipped)
             if not self._warned_skip:

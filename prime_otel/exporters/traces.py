@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from opentelemetry.sdk.trace import ReadableSpan
 from prime_traces import Batch, LineFormat, TracesAPIClient, TracesClient, UploadReceipt
 
-from ..client import suppressed_instrumentation
+from ..client import suppressed_instrumentation, transport_for
 from ..errors import ForbiddenError
 from ..processors._spans import EPISODE_SPAN, RecordSpan
 from ._base import RecordExporter, SinkWriteError
@@ -64,7 +64,11 @@ class PrimeTracesExporter(RecordExporter):
         team_id: str | None,
     ) -> PrimeTracesExporter:
         def build() -> TracesClient:
-            return TracesClient(TracesAPIClient(api_key=api_key, base_url=traces_url, team_id=team_id or ""))
+            return TracesClient(
+                TracesAPIClient(
+                    api_key=api_key, base_url=traces_url, team_id=team_id or "", transport=transport_for(traces_url)
+                )
+            )
 
         return cls(run_id=run_id, run_kind=run_kind, context=context, client_factory=build)
 
@@ -124,7 +128,7 @@ class PrimeTracesExporter(RecordExporter):
             if encoded.nullified:
                 self.nullified_records += 1
             lines.append(encoded.stamped(self.run_id, self.run_kind) + b"\n")
-            has_traces.append(bool(encoded.record.get("traces")))
+            has_traces.append(encoded.has_traces)
         return lines, has_traces
 
     def _traces_client(self) -> TracesClient:

@@ -28,7 +28,8 @@ from .._conventions import (
     RUN_STEP,
     TRACE_SPAN,
 )
-from .._records import EncodedRecord, is_episode, to_mapping
+from .._model_records import encode_record
+from .._records import EncodedRecord, is_episode
 
 RECORD_SPAN_NAMES = frozenset({EPISODE_SPAN, TRACE_SPAN})
 
@@ -89,7 +90,7 @@ class RecordSpan(ReadableSpan):
     def encoded(self) -> EncodedRecord:
         """The record's JSON, computed once (``to_record()`` and one encoding) and shared by every exporter."""
         if self._encoded is None:
-            self._encoded = EncodedRecord(to_mapping(self.record))
+            self._encoded = encode_record(self.record)
         return self._encoded
 
 

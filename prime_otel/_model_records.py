@@ -1,0 +1,224 @@
+"""verifiers episodes and traces encoded to JSON by pydantic's own serializer, without ``to_record()``'s dict.
+
+``Episode.to_record()`` builds a dict through pydantic that every sink then encodes again, and its three
+computed token counts rebuild each trace's branches (pydantic models) about six times per episode. Here each
+model is dumped by pydantic-core straight to JSON bytes with its computed fields left out, the token counts are
+worked out once per trace by :class:`TokenCounts`, and the pieces are joined the way
+:class:`~prime_otel._records.EncodedRecord` joins them.
+
+The bytes parse to exactly what ``to_record()`` returns with NaN/±inf as null (the form every sink uploads);
+only number spelling can differ (pydantic writes ``4e-05`` as ``0.00004``, the same number). A model class is
+encoded here only when its computed fields are the ones this module knows; the first record of each class is
+checked against ``to_record()``, and a class whose record differs, or whose encoding raises, uses ``to_record()``
+for the rest of the process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+from pydantic import BaseModel
+
+from ._records import RUN_KEY, TRACES_KEY, EncodedMember, EncodedRecord, nullify, to_mapping
+
+_logger = logging.getLogger(__name__)
+
+TOKEN_FIELDS = ("num_input_tokens", "num_output_tokens", "num_total_tokens")
+
+
+@dataclass(frozen=True)
+class TokenCounts:
+    """A trace's computed token counts, as verifiers defines them: per root-to-leaf branch of the message
+    graph, a call's new input is its input beyond the previous call's total on that branch (never negative),
+    counted once per call; output is every branch's completion tokens; total is the new input plus every
+    call's completion tokens once."""
+
+    input: int
+    output: int
+    total: int
+
+    @classmethod
+    def of_trace(cls, trace: Any) -> TokenCounts:
+        nodes = trace.nodes
+        parents = [node.parent for node in nodes]
+        has_child = {parent for parent in parents if parent is not None}
+        usage_at = {call.node: call.usage for call in trace.calls if call.node is not None}
+        counted: set[int] = set()
+        new_input = output = 0
+        for leaf in range(len(nodes)):
+            if leaf in has_child:
+                continue
+            path: list[int] = []
+            node: int | None = leaf
+            while node is not None:
+                path.append(node)
+                node = parents[node]
+            previous_total = 0
+            for node in reversed(path):
+                usage = usage_at.get(node)
+                if usage is None:
+                    continue
+                if node not in counted:
+                    counted.add(node)
+                    new_input += max(0, usage.input_tokens - previous_total)
+                previous_total = usage.total_tokens
+                output += usage.completion_tokens
+        completion = sum(call.usage.completion_tokens for call in trace.calls if call.usage is not None)
+        return cls(new_input, output, new_input + completion)
+
+    @classmethod
+    def total_of(cls, counts: list[TokenCounts]) -> TokenCounts:
+        return cls(sum(c.input for c in counts), sum(c.output for c in counts), sum(c.total for c in counts))
+
+    def json_members(self) -> bytes:
+        """``"num_input_tokens":…,"num_output_tokens":…,"num_total_tokens":…``, as pydantic appends them."""
+        return b'"num_input_tokens":%d,"num_output_tokens":%d,"num_total_tokens":%d' % (
+            self.input,
+            self.output,
+            self.total,
+        )
+
+
+class _VerifiersShapes:
+    """What ``to_record()`` passes to ``model_dump`` in the verifiers release the producer imported."""
+
+    def __init__(self) -> None:
+        episode_module = sys.modules["verifiers.v1.episode"]
+        trace_module = sys.modules["verifiers.v1.trace"]
+        graph_module = sys.modules["verifiers.v1.graph"]
+        self.episode_type: type = episode_module.Episode
+        self.trace_type: type = trace_module.Trace
+        self.trace_exclude: Any = trace_module.EXCLUDE_FIELDS
+        self.context = {"float_decimals": graph_module.RECORD_FLOAT_DECIMALS}
+
+    @classmethod
+    def load(cls) -> _VerifiersShapes | None:
+        try:
+            return cls()
+        except (KeyError, AttributeError):
+            return None
+
+
+_Encoding = Callable[[Any, _VerifiersShapes], EncodedRecord]
+
+
+class ModelRecordEncoder:
+    """Encodes verifiers ``Episode`` and ``Trace`` objects; :meth:`encode` answers None for anything else."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._shapes: _VerifiersShapes | None = None
+        self._trusted: dict[type, bool] = {}
+
+    def encode(self, record: Any) -> EncodedRecord | None:
+        """The record's encoding, or None when it is not a model this encoder handles (or one it stopped
+        trusting): the caller then goes through ``to_record()``."""
+        if not isinstance(record, BaseModel) or "verifiers.v1.episode" not in sys.modules:
+            return None
+        shapes = self._shapes or self._load_shapes()
+        cls = type(record)
+        trusted = self._trusted.get(cls)
+        if shapes is None or trusted is False:
+            return None
+        encode = self._encoding_for(cls, shapes)
+        if encode is None:
+            return None
+        try:
+            encoded = encode(record, shapes)
+        except Exception as error:
+            self._distrust(cls, f"raised {error!r}")
+            return None
+        if trusted is None:
+            if json.loads(encoded.plain) != nullify(cast(Any, record).to_record()):
+                self._distrust(cls, "encodes differently from to_record()")
+                return None
+            self._trusted[cls] = True
+        return encoded
+
+    def _encoding_for(self, cls: type[BaseModel], shapes: _VerifiersShapes) -> _Encoding | None:
+        for base, encoding in ((shapes.episode_type, self._episode), (shapes.trace_type, self._trace)):
+            if issubclass(cls, base):
+                if getattr(cls, "to_record", None) is not getattr(base, "to_record", None):
+                    self._distrust(cls, "overrides to_record()")
+                    return None
+                if tuple(cls.model_computed_fields) != TOKEN_FIELDS:
+                    self._distrust(cls, "has computed fields this encoder does not know")
+                    return None
+                return encoding
+        return None
+
+    def _load_shapes(self) -> _VerifiersShapes | None:
+        with self._lock:
+            if self._shapes is None:
+                self._shapes = _VerifiersShapes.load()
+            return self._shapes
+
+    def _distrust(self, cls: type, reason: str) -> None:
+        self._trusted[cls] = False
+        _logger.debug("%s %s; its records go through to_record()", cls.__name__, reason)
+
+    def _episode(self, episode: Any, shapes: _VerifiersShapes) -> EncodedRecord:
+        members: list[EncodedMember] = []
+        counts: list[TokenCounts] = []
+        for trace in episode.traces:
+            trace_counts = TokenCounts.of_trace(trace)
+            counts.append(trace_counts)
+            members.append(EncodedMember.from_json(self._trace_json(trace, trace_counts, shapes, exclude_none=True)))
+        pieces: list[bytes | str] = []
+        segment: set[str] = set()
+        for name in type(episode).model_fields:
+            if name in (RUN_KEY, TRACES_KEY):
+                self._add_segment(pieces, episode, segment, shapes)
+                segment = set()
+                if name == TRACES_KEY or getattr(episode, name) is not None:
+                    pieces.append(name)
+            else:
+                segment.add(name)
+        self._add_segment(pieces, episode, segment, shapes)
+        pieces.append(TokenCounts.total_of(counts).json_members())
+        run = episode.run
+        run_mapping = None if run is None else run.model_dump(mode="json", exclude_none=True)
+        run_json = b"null" if run is None else run.model_dump_json(exclude_none=True).encode()
+        return EncodedRecord.from_parts(pieces, run_mapping, run_json, members)
+
+    @staticmethod
+    def _add_segment(pieces: list[bytes | str], episode: Any, segment: set[str], shapes: _VerifiersShapes) -> None:
+        """Consecutive fields of the envelope, dumped in one call (``include`` keeps the declared order)."""
+        if not segment:
+            return
+        body = episode.model_dump_json(
+            include=segment, exclude_none=True, exclude_computed_fields=True, context=shapes.context
+        ).encode()
+        if body != b"{}":
+            pieces.append(body[1:-1])
+
+    def _trace(self, trace: Any, shapes: _VerifiersShapes) -> EncodedRecord:
+        body = self._trace_json(trace, TokenCounts.of_trace(trace), shapes, exclude_none=False)
+        return EncodedRecord.from_parts([body[1:-1]], None, b"null", [])
+
+    @staticmethod
+    def _trace_json(trace: Any, counts: TokenCounts, shapes: _VerifiersShapes, *, exclude_none: bool) -> bytes:
+        body = trace.model_dump_json(
+            exclude=shapes.trace_exclude,
+            exclude_none=exclude_none,
+            exclude_computed_fields=True,
+            context=shapes.context,
+        ).encode()
+        separator = b"," if body != b"{}" else b""
+        return body[:-1] + separator + counts.json_members() + b"}"
+
+
+_MODEL_RECORDS = ModelRecordEncoder()
+
+
+def encode_record(record: Any) -> EncodedRecord:
+    """A producer's record (a mapping, a verifiers object or anything with ``to_record()``) encoded once."""
+    if isinstance(record, Mapping):
+        return EncodedRecord(record)
+    return _MODEL_RECORDS.encode(record) or EncodedRecord(to_mapping(record))
