@@ -77,6 +77,8 @@ class Uploader:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pending: object | None = None
+        # Set while the uploader thread is inside a sink call (mostly waiting on the platform), read by producers.
+        self._sending = False
         self._stopping = False
         self._closed = False
 
@@ -96,12 +98,7 @@ class Uploader:
             return False
         self._ensure_worker()
         batch = _Batch(kind, items)
-        try:
-            # With a spool the producer waits only briefly (the uploader takes the whole queue at each dispatch)
-            # before what still does not fit goes to disk; without one it waits longer, then drops.
-            wait = self._put_timeout if self.spool is None else SPOOL_PUT_TIMEOUT_SECONDS
-            self._queue.put(batch, timeout=wait)
-        except queue.Full:
+        if not self._admit(batch):
             if self.spool is not None and self._spill(kind, items):
                 return True
             with self._lock:
@@ -117,6 +114,26 @@ class Uploader:
         with self._lock:
             self._undelivered += len(items)
         return True
+
+    def _admit(self, batch: _Batch) -> bool:
+        """Queue ``batch``; False when the queue stayed full. Without a spool the producer waits up to
+        ``put_timeout``. With one it waits while the uploader is busy encoding (it takes the whole queue as soon
+        as it is done), and at most ``SPOOL_PUT_TIMEOUT_SECONDS`` while the uploader waits on the platform: then
+        the batch goes to disk, so a slow platform does not hold the producer back."""
+        if self.spool is None:
+            try:
+                self._queue.put(batch, timeout=self._put_timeout)
+            except queue.Full:
+                return False
+            return True
+        give_up = time.monotonic() + self._put_timeout
+        while True:
+            try:
+                self._queue.put(batch, timeout=SPOOL_PUT_TIMEOUT_SECONDS)
+                return True
+            except queue.Full:
+                if self._sending or time.monotonic() >= give_up:
+                    return False
 
     def _ensure_worker(self) -> None:
         if self._thread is not None:
@@ -162,11 +179,14 @@ class Uploader:
             return
         for slot in self.slots:
             while slot.pending:
+                self._sending = True
                 try:
                     sent = slot.replay(self._from_spool, force=force)
                 except Exception:
                     _logger.exception("replaying the %s sink's spool failed", slot.name)
                     break
+                finally:
+                    self._sending = False
                 if not sent or (deadline is not None and time.monotonic() > deadline):
                     break
                 if not force and not self._queue.empty():
@@ -220,11 +240,15 @@ class Uploader:
             return
 
     def _dispatch_to_slots(self, items: Sequence[Any], seqs: Sequence[int] | None = None) -> None:
-        for slot in self.slots:
-            try:
-                slot.dispatch(items, seqs)
-            except Exception:
-                _logger.exception("the %s sink raised unexpectedly; the uploader continues", slot.name)
+        self._sending = True
+        try:
+            for slot in self.slots:
+                try:
+                    slot.dispatch(items, seqs)
+                except Exception:
+                    _logger.exception("the %s sink raised unexpectedly; the uploader continues", slot.name)
+        finally:
+            self._sending = False
 
     def _flush_sinks(self) -> None:
         if self.spool is not None:
