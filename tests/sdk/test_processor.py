@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
+from prime_otel._spool import RunSpool
 from prime_otel.errors import RetryableAPIError, UnauthorizedError, ValidationRejectedError
 from prime_otel.exporters._base import RecordExporter
 from prime_otel.processors import RecordProcessor, SinkSlot, record_of
@@ -212,3 +215,55 @@ def test_flush_returns_false_when_the_deadline_passes_first(timeout: float) -> N
     assert processor.flush(timeout) is False
     exporter.gate.set()
     assert processor.flush(5)
+
+
+class SlowToEncode:
+    """An episode object whose ``to_record()`` takes a while: the uploader is busy encoding, not sending."""
+
+    def __init__(self, index: int, started: threading.Event) -> None:
+        self.index = index
+        self.traces = [{"id": f"t{index}"}]
+        self._started = started
+
+    def to_record(self) -> dict[str, object]:
+        self._started.set()
+        time.sleep(0.3)
+        return episode(self.index)
+
+
+def _ids(exporter: RecordingExporter) -> list[str]:
+    return [r["id"] if isinstance(r, dict) else f"e{r.index}" for b in exporter.batches for r in b]  # type: ignore[attr-defined]
+
+
+def test_with_a_spool_a_full_queue_spills_while_the_uploader_waits_on_the_platform(tmp_path: Path) -> None:
+    """Issue 6: a platform that holds a request never stalls the producer; the batch waits on disk, and lands once."""
+    exporter = RecordingExporter()
+    exporter.gate.clear()
+    spool = RunSpool(tmp_path, sinks=[exporter.name])
+    processor = RecordProcessor([SinkSlot(exporter, spool=spool)], RESOURCE, max_queue_batches=1, spool=spool)
+    processor.submit([episode(0)])
+    assert exporter.entered.wait(5)
+    processor.submit([episode(1)])  # fills the queue
+    assert processor.submit([episode(2)]) is True
+    assert processor.spilled_records == 1 and processor.dropped_records == 0
+    exporter.gate.set()
+    assert processor.flush(10, drain_spool=True)
+    assert sorted(_ids(exporter)) == ["e0", "e1", "e2"]
+    assert processor.close(5)
+
+
+def test_with_a_spool_a_full_queue_waits_for_an_uploader_that_is_encoding(tmp_path: Path) -> None:
+    """The uploader takes the whole queue as soon as it has encoded what it holds: waiting costs less than writing
+    the batch to disk and reading it back, so nothing is spilled."""
+    exporter = RecordingExporter()
+    started = threading.Event()
+    spool = RunSpool(tmp_path, sinks=[exporter.name])
+    processor = RecordProcessor([SinkSlot(exporter, spool=spool)], RESOURCE, max_queue_batches=1, spool=spool)
+    processor.submit([SlowToEncode(0, started)])
+    assert started.wait(5)
+    processor.submit([episode(1)])  # fills the queue while record 0 is being encoded
+    assert processor.submit([episode(2)]) is True
+    assert processor.spilled_records == 0
+    assert processor.flush(10)
+    assert _ids(exporter) == ["e0", "e1", "e2"]
+    assert processor.close(5)
