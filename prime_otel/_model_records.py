@@ -105,6 +105,10 @@ class _VerifiersShapes:
             return None
 
 
+def _dump(model: Any, **options: Any) -> bytes:
+    return bytes(type(model).__pydantic_serializer__.to_json(model, exclude_computed_fields=True, **options))
+
+
 _Encoding = Callable[[Any, _VerifiersShapes], EncodedRecord]
 
 
@@ -184,7 +188,7 @@ class ModelRecordEncoder:
         pieces.append(TokenCounts.total_of(counts).json_members())
         run = episode.run
         run_mapping = None if run is None else run.model_dump(mode="json", exclude_none=True)
-        run_json = b"null" if run is None else run.model_dump_json(exclude_none=True).encode()
+        run_json = b"null" if run is None else _dump(run, exclude_none=True)
         return EncodedRecord.from_parts(pieces, run_mapping, run_json, members)
 
     @staticmethod
@@ -192,9 +196,7 @@ class ModelRecordEncoder:
         """Consecutive fields of the envelope, dumped in one call (``include`` keeps the declared order)."""
         if not segment:
             return
-        body = episode.model_dump_json(
-            include=segment, exclude_none=True, exclude_computed_fields=True, context=shapes.context
-        ).encode()
+        body = _dump(episode, include=segment, exclude_none=True, context=shapes.context)
         if body != b"{}":
             pieces.append(body[1:-1])
 
@@ -204,12 +206,7 @@ class ModelRecordEncoder:
 
     @staticmethod
     def _trace_json(trace: Any, counts: TokenCounts, shapes: _VerifiersShapes, *, exclude_none: bool) -> bytes:
-        body = trace.model_dump_json(
-            exclude=shapes.trace_exclude,
-            exclude_none=exclude_none,
-            exclude_computed_fields=True,
-            context=shapes.context,
-        ).encode()
+        body = _dump(trace, exclude=shapes.trace_exclude, exclude_none=exclude_none, context=shapes.context)
         separator = b"," if body != b"{}" else b""
         return body[:-1] + separator + counts.json_members() + b"}"
 

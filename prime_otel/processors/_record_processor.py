@@ -88,6 +88,9 @@ class RecordProcessor(Uploader, SpanProcessor):
         logged_at = time.time_ns()
         return [i if isinstance(i, RecordSpan) else RecordSpan(i, self._resource, logged_at) for i in items]
 
+    def _prepare(self, items: list[Any]) -> list[Any]:
+        return list(self._spans(items))
+
     def _encode_for_spool(self, items: list[Any]) -> list[bytes]:
         return [span.encoded().plain for span in self._spans(items)]
 

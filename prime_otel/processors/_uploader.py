@@ -26,6 +26,8 @@ _logger = logging.getLogger(__name__)
 DEFAULT_MAX_QUEUE_BATCHES = 256
 DEFAULT_PUT_TIMEOUT_SECONDS = 5.0
 SPOOL_PUT_TIMEOUT_SECONDS = 0.05
+_ADMIT_SLICE_SECONDS = 0.01
+SPILLED_IN_MEMORY_BYTES = 8 * 1024 * 1024
 _STOP = object()
 _IDLE_REPLAY_SECONDS = 1.0
 
@@ -41,6 +43,35 @@ class _Barrier:
         self.done = threading.Event()
         self.drain_spool = drain_spool
         self.deadline = deadline
+
+
+class _SpilledRecords:
+    """What the producer spilled, kept in memory (up to ``max_bytes`` of encoded records) until every sink has it,
+    so a replay soon after a spill sends the records already encoded instead of reading them back."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        self._kept: dict[int, tuple[Any, int]] = {}
+        self._lock = threading.Lock()
+
+    def keep(self, seqs: Sequence[int], items: Sequence[Any], encoded: Sequence[bytes]) -> None:
+        with self._lock:
+            for seq, item, data in zip(seqs, items, encoded, strict=True):
+                if self._bytes + len(data) > self._max_bytes:
+                    return
+                self._kept[seq] = (item, len(data))
+                self._bytes += len(data)
+
+    def recall(self, seq: int) -> Any | None:
+        kept = self._kept.get(seq)
+        return None if kept is None else kept[0]
+
+    def forget_below(self, seq: int | None) -> None:
+        """Drop what every sink has settled: seqs below ``seq`` (None: all)."""
+        with self._lock:
+            for kept in [k for k in self._kept if seq is None or k < seq]:
+                self._bytes -= self._kept.pop(kept)[1]
 
 
 def remaining(deadline: float | None) -> float | None:
@@ -77,8 +108,9 @@ class Uploader:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._pending: object | None = None
-        # Set while the uploader thread is inside a sink call (mostly waiting on the platform), read by producers.
-        self._sending = False
+        # When the uploader thread entered the sink call it is in (mostly waiting on the platform); read by producers.
+        self._sending_since: float | None = None
+        self._spilled = _SpilledRecords(SPILLED_IN_MEMORY_BYTES)
         self._stopping = False
         self._closed = False
 
@@ -117,9 +149,9 @@ class Uploader:
 
     def _admit(self, batch: _Batch) -> bool:
         """Queue ``batch``; False when the queue stayed full. Without a spool the producer waits up to
-        ``put_timeout``. With one it waits while the uploader is busy encoding (it takes the whole queue as soon
-        as it is done), and at most ``SPOOL_PUT_TIMEOUT_SECONDS`` while the uploader waits on the platform: then
-        the batch goes to disk, so a slow platform does not hold the producer back."""
+        ``put_timeout``. With one it waits while the uploader is encoding (it takes the whole queue as soon as
+        it is done), but not once the uploader has waited on the platform for ``SPOOL_PUT_TIMEOUT_SECONDS``:
+        then the batch goes to disk at once, so a slow platform never holds the producer back."""
         if self.spool is None:
             try:
                 self._queue.put(batch, timeout=self._put_timeout)
@@ -129,11 +161,18 @@ class Uploader:
         give_up = time.monotonic() + self._put_timeout
         while True:
             try:
-                self._queue.put(batch, timeout=SPOOL_PUT_TIMEOUT_SECONDS)
+                self._queue.put_nowait(batch)
                 return True
             except queue.Full:
-                if self._sending or time.monotonic() >= give_up:
+                now = time.monotonic()
+                since = self._sending_since
+                if (since is not None and now - since >= SPOOL_PUT_TIMEOUT_SECONDS) or now >= give_up:
                     return False
+            try:
+                self._queue.put(batch, timeout=_ADMIT_SLICE_SECONDS)
+                return True
+            except queue.Full:
+                continue
 
     def _ensure_worker(self) -> None:
         if self._thread is not None:
@@ -157,12 +196,19 @@ class Uploader:
         """Items rebuilt from spooled records, for a replay through the sinks."""
         raise NotImplementedError
 
+    def _prepare(self, items: list[Any]) -> list[Any]:
+        """Items as the sinks take them (the records processor makes spans of the producer's records)."""
+        return items
+
     def _spill(self, kind: str, items: list[Any]) -> bool:
         """On the producer's thread, when the queue is full: log the batch as never sent to any sink."""
         assert self.spool is not None
-        seqs = self.spool.append(kind, self._encode_for_spool(items))
+        prepared = self._prepare(items)
+        encoded = self._encode_for_spool(prepared)
+        seqs = self.spool.append(kind, encoded)
         if seqs is None:
             return False
+        self._spilled.keep(seqs, prepared, encoded)
         for slot in self.slots:
             self.spool.defer(slot.name, seqs, dispatched=False)
         with self._lock:
@@ -179,18 +225,26 @@ class Uploader:
             return
         for slot in self.slots:
             while slot.pending:
-                self._sending = True
+                self._sending_since = time.monotonic()
                 try:
-                    sent = slot.replay(self._from_spool, force=force)
+                    sent = slot.replay(self._recall, force=force)
                 except Exception:
                     _logger.exception("replaying the %s sink's spool failed", slot.name)
                     break
                 finally:
-                    self._sending = False
+                    self._sending_since = None
                 if not sent or (deadline is not None and time.monotonic() > deadline):
                     break
                 if not force and not self._queue.empty():
                     break  # new records go first; the backlog resumes when the queue is idle again
+        oldest = [seq for slot in self.slots for seq in self.spool.oldest_pending(slot.name, 1)]
+        self._spilled.forget_below(min(oldest) if oldest else None)
+
+    def _recall(self, records: list[SpooledRecord]) -> list[Any]:
+        """The items to replay for spooled records: the ones still in memory as spilled, the rest rebuilt."""
+        kept = [self._spilled.recall(record.seq) for record in records]
+        rebuilt = iter(self._from_spool([r for r, item in zip(records, kept, strict=True) if item is None]))
+        return [item if item is not None else next(rebuilt) for item in kept]
 
     def _next_item(self) -> object:
         if self._pending is not None:
@@ -240,7 +294,7 @@ class Uploader:
             return
 
     def _dispatch_to_slots(self, items: Sequence[Any], seqs: Sequence[int] | None = None) -> None:
-        self._sending = True
+        self._sending_since = time.monotonic()
         try:
             for slot in self.slots:
                 try:
@@ -248,7 +302,7 @@ class Uploader:
                 except Exception:
                     _logger.exception("the %s sink raised unexpectedly; the uploader continues", slot.name)
         finally:
-            self._sending = False
+            self._sending_since = None
 
     def _flush_sinks(self) -> None:
         if self.spool is not None:
