@@ -25,7 +25,9 @@ _logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_QUEUE_BATCHES = 256
 DEFAULT_PUT_TIMEOUT_SECONDS = 5.0
-SPOOL_PUT_TIMEOUT_SECONDS = 0.05
+# With a spool, a request older than this means the platform is slow: producers that find the queue full stop
+# waiting for the uploader and spill. Shorter requests are waited out, which costs less CPU than a spill.
+SLOW_REQUEST_SECONDS = 0.5
 _ADMIT_SLICE_SECONDS = 0.01
 SPILLED_IN_MEMORY_BYTES = 8 * 1024 * 1024
 _STOP = object()
@@ -150,8 +152,8 @@ class Uploader:
     def _admit(self, batch: _Batch) -> bool:
         """Queue ``batch``; False when the queue stayed full. Without a spool the producer waits up to
         ``put_timeout``. With one it waits while the uploader is encoding (it takes the whole queue as soon as
-        it is done), but not once the uploader has waited on the platform for ``SPOOL_PUT_TIMEOUT_SECONDS``:
-        then the batch goes to disk at once, so a slow platform never holds the producer back."""
+        it is done) and while its request is younger than ``SLOW_REQUEST_SECONDS``; after that the batch goes
+        to disk at once, so a slow platform holds the producer back for half a second at most."""
         if self.spool is None:
             try:
                 self._queue.put(batch, timeout=self._put_timeout)
@@ -166,7 +168,7 @@ class Uploader:
             except queue.Full:
                 now = time.monotonic()
                 since = self._sending_since
-                if (since is not None and now - since >= SPOOL_PUT_TIMEOUT_SECONDS) or now >= give_up:
+                if (since is not None and now - since >= SLOW_REQUEST_SECONDS) or now >= give_up:
                     return False
             try:
                 self._queue.put(batch, timeout=_ADMIT_SLICE_SECONDS)
