@@ -106,7 +106,9 @@ class _VerifiersShapes:
 
 
 def _dump(model: Any, **options: Any) -> bytes:
-    return bytes(type(model).__pydantic_serializer__.to_json(model, exclude_computed_fields=True, **options))
+    """pydantic's JSON of ``model`` without its computed fields, as bytes (``model_dump_json`` decodes to str)."""
+    data: bytes = type(model).__pydantic_serializer__.to_json(model, exclude_computed_fields=True, **options)
+    return data
 
 
 _Encoding = Callable[[Any, _VerifiersShapes], EncodedRecord]
