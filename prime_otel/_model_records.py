@@ -189,9 +189,8 @@ class ModelRecordEncoder:
         self._add_segment(pieces, episode, segment, shapes)
         pieces.append(TokenCounts.total_of(counts).json_members())
         run = episode.run
-        run_mapping = None if run is None else run.model_dump(mode="json", exclude_none=True)
         run_json = b"null" if run is None else _dump(run, exclude_none=True)
-        return EncodedRecord.from_parts(pieces, run_mapping, run_json, members)
+        return EncodedRecord.from_parts(pieces, run_json, members)
 
     @staticmethod
     def _add_segment(pieces: list[bytes | str], episode: Any, segment: set[str], shapes: _VerifiersShapes) -> None:
@@ -204,7 +203,7 @@ class ModelRecordEncoder:
 
     def _trace(self, trace: Any, shapes: _VerifiersShapes) -> EncodedRecord:
         body = self._trace_json(trace, TokenCounts.of_trace(trace), shapes, exclude_none=False)
-        return EncodedRecord.from_parts([body[1:-1]], None, b"null", [])
+        return EncodedRecord.from_parts([body[1:-1]], b"null", [])
 
     @staticmethod
     def _trace_json(trace: Any, counts: TokenCounts, shapes: _VerifiersShapes, *, exclude_none: bool) -> bytes:

@@ -132,7 +132,7 @@ class EncodedRecord:
     ``stamp_run(record, run_id, kind)`` (the Prime Traces line). Built from a mapping, a record holding NaN/±inf
     is nullified first; :attr:`nullified` tells, and :attr:`record` is the mapping the bytes encode."""
 
-    __slots__ = ("_members", "_pieces", "_record", "_run", "_run_json", "nullified", "plain")
+    __slots__ = ("_members", "_pieces", "_record", "_run_json", "nullified", "plain")
 
     def __init__(self, record: Mapping[str, Any]) -> None:
         self.nullified = False
@@ -146,15 +146,13 @@ class EncodedRecord:
         self._join()
 
     @classmethod
-    def from_parts(
-        cls, pieces: list[_Piece], run: Mapping[str, Any] | None, run_json: bytes, members: list[EncodedMember]
-    ) -> EncodedRecord:
+    def from_parts(cls, pieces: list[_Piece], run_json: bytes, members: list[EncodedMember]) -> EncodedRecord:
         """A record encoded elsewhere: ``pieces`` are finished ``"key":value,...`` bytes and the
-        placeholder keys ``run`` and ``traces``, the run block and its JSON, and the member traces."""
+        placeholder keys ``run`` and ``traces``, the run block's JSON, and the member traces."""
         encoded = cls.__new__(cls)
         encoded.nullified = False
         encoded._record = None
-        encoded._pieces, encoded._run, encoded._run_json, encoded._members = pieces, run, run_json, members
+        encoded._pieces, encoded._run_json, encoded._members = pieces, run_json, members
         encoded._join()
         return encoded
 
@@ -171,7 +169,7 @@ class EncodedRecord:
 
     def stamped(self, run_id: str, kind: str) -> bytes:
         """The line for Prime Traces (run-behaviour §11), new keys appended as ``stamp_run`` appends them."""
-        run = _stamped_run_json(self._run, self._run_json, run_id, kind)
+        run = _stamped_run_json(self._run_json, run_id, kind)
         members = b"[" + b",".join(member.stamped(run, run_id, kind) for member in self._members) + b"]"
         return _assemble(self._pieces, {RUN_KEY: run, TRACES_KEY: members}, append=RUN_KEY)
 
@@ -187,9 +185,8 @@ class EncodedRecord:
         else:
             self._pieces = _split(record, (RUN_KEY,))
             self._members = []
-        self._run = record.get(RUN_KEY)
         # Encoded here, inside the caller's NaN check, so stamping never meets a non-finite value.
-        self._run_json = compact_json(self._run)
+        self._run_json = compact_json(record.get(RUN_KEY))
 
 
 class EncodedMember:
@@ -232,13 +229,13 @@ _STAMPED_RUNS: dict[tuple[bytes, str, str], bytes] = {}
 _STAMPED_RUNS_LIMIT = 1024
 
 
-def _stamped_run_json(run: Any, run_json: bytes, run_id: str, kind: str) -> bytes:
+def _stamped_run_json(run_json: bytes, run_id: str, kind: str) -> bytes:
     key = (run_json, run_id, kind)
     stamped = _STAMPED_RUNS.get(key)
     if stamped is None:
         if len(_STAMPED_RUNS) >= _STAMPED_RUNS_LIMIT:
             _STAMPED_RUNS.clear()
-        stamped = _STAMPED_RUNS[key] = compact_json(_rekey(run, run_id, kind))
+        stamped = _STAMPED_RUNS[key] = compact_json(_rekey(json.loads(run_json), run_id, kind))
     return stamped
 
 
