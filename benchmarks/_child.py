@@ -129,6 +129,21 @@ class Measured:
         return measured
 
 
+def _finish_measured(run: Any, span: Measured, build_cpu: float, init_cpu: float) -> dict[str, Any]:
+    """Finishes ``run``, ends the measured span and gives what every eval and training child reports."""
+    finish_began = time.perf_counter()
+    run.finish()
+    finish_s = time.perf_counter() - finish_began
+    return {
+        **span.stop(),
+        "run_id": run.id,
+        "build_cpu_s": build_cpu,
+        "init_cpu_s": init_cpu,
+        "finish_s": finish_s,
+        "errors": list(run.errors),
+    }
+
+
 def run_eval(spec: ChildSpec) -> dict[str, Any]:
     init = sdk_init(spec)
     build_start = cpu_seconds()
@@ -144,19 +159,10 @@ def run_eval(spec: ChildSpec) -> dict[str, Any]:
         began = time.perf_counter_ns()
         run.log_episodes([episode])
         latencies.append(time.perf_counter_ns() - began)
-    finish_began = time.perf_counter()
-    run.finish()
-    finish_s = time.perf_counter() - finish_began
-    measured = span.stop()
     return {
-        **measured,
-        "run_id": run.id,
-        "build_cpu_s": build_cpu,
-        "init_cpu_s": init_cpu,
-        "finish_s": finish_s,
+        **_finish_measured(run, span, build_cpu, init_cpu),
         "logged": len(episodes),
         "log_episodes_ns": latency_summary(latencies),
-        "errors": list(run.errors),
     }
 
 
@@ -179,21 +185,12 @@ def run_train(spec: ChildSpec) -> dict[str, Any]:
         began = time.perf_counter_ns()
         run.log_metrics(row, step=step)
         metric_latencies.append(time.perf_counter_ns() - began)
-    finish_began = time.perf_counter()
-    run.finish()
-    finish_s = time.perf_counter() - finish_began
-    measured = span.stop()
     return {
-        **measured,
-        "run_id": run.id,
-        "build_cpu_s": build_cpu,
-        "init_cpu_s": init_cpu,
-        "finish_s": finish_s,
+        **_finish_measured(run, span, build_cpu, init_cpu),
         "logged": sum(len(batch) for batch in batches),
         "steps": spec.steps,
         "log_episodes_ns": latency_summary(episode_latencies),
         "log_metrics_ns": latency_summary(metric_latencies),
-        "errors": list(run.errors),
     }
 
 
