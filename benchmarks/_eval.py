@@ -62,6 +62,7 @@ EVAL_METRICS = (
     ),
     Metric("log_episodes([ep]) p99 (us)", lambda r: r["log_episodes_ns"]["p99_us"], 1),
     Metric("HTTP requests", lambda r: r["requests"]["total"], 0),
+    Metric("request bodies sent (KiB, as sent)", lambda r: r["requests"]["body_bytes"] / 1024, 0),
     Metric("peak RSS (MiB)", lambda r: r["peak_rss_kib"] / 1024, 1),
     Metric("wall init -> finish returned (s)", lambda r: r["wall_s"], 2),
     Metric("  of which finish() (s)", lambda r: r["finish_s"], 2),

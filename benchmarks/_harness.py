@@ -87,4 +87,5 @@ class Harness:
     def _requests_since(self, first_seq: int) -> dict[str, Any]:
         recorded = [r for r in self._platform.inspect.requests(limit=10_000) if r["seq"] >= first_seq]
         routes = Counter(f"{r['method']} {r.get('route') or r['path']} {r.get('status')}" for r in recorded)
-        return {"total": len(recorded), "by_route": dict(sorted(routes.items()))}
+        sent = sum(int(r.get("headers", {}).get("content-length", 0)) for r in recorded)
+        return {"total": len(recorded), "body_bytes": sent, "by_route": dict(sorted(routes.items()))}

@@ -22,6 +22,7 @@ TRAIN_METRICS = (
     Metric("metric rows stored", lambda r: r["stored"]["metric_rows"], 0),
     Metric("episodes stored (Prime Traces)", lambda r: r["stored"]["episodes"], 0),
     Metric("HTTP requests", lambda r: r["requests"]["total"], 0),
+    Metric("request bodies sent (KiB, as sent)", lambda r: r["requests"]["body_bytes"] / 1024, 0),
     Metric("CPU init -> finish (s)", lambda r: r["cpu_s"], 3),
     Metric("  of which init() (s)", lambda r: r["init_cpu_s"], 3),
     Metric("peak RSS (MiB)", lambda r: r["peak_rss_kib"] / 1024, 1),

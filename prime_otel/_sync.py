@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from prime_traces import LineFormat, TracesAPIClient, TracesClient
+from prime_traces import LineFormat
 
 from ._backends import EvalBackend, RunSpec, TrainingBackend
 from ._config import Settings, resolve_settings
@@ -24,7 +24,14 @@ from ._offline import EPISODES_FILE, METRICS_FILE, RUN_FILE, SAMPLES_FILE, TRACE
 from ._records import compact_json, stamp_run
 from ._spool import RunSpool, SpooledRecord
 from ._types import EnvironmentRef, RunStatus, TrainingSpec
-from .client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI, is_ambiguous, transport_for
+from .client import (
+    EvaluationsAPI,
+    ObjectStorage,
+    PlatformHTTP,
+    TrainingRunsAPI,
+    is_ambiguous,
+    traces_client,
+)
 from .errors import ConfigurationError, ForbiddenError
 from .exporters._base import Sink
 from .projection import EncodedSample, pack_sample_requests
@@ -174,13 +181,8 @@ class OfflineRunSync:
         lines = [
             compact_json(stamp_run(json.loads(line), self.ledger.platform_id, self.kind)) + b"\n" for _, line in pending
         ]
-        client = TracesClient(
-            TracesAPIClient(
-                api_key=self.settings.api_key,
-                base_url=self.settings.traces_url,
-                team_id=self.settings.team_id or "",
-                transport=transport_for(self.settings.traces_url),
-            )
+        client = traces_client(
+            api_key=self.settings.api_key, base_url=self.settings.traces_url, team_id=self.settings.team_id
         )
         committed = 0
 

@@ -14,6 +14,7 @@ from ._http import (
     suppressed_instrumentation,
 )
 from ._rft import STORAGE_ATTEMPTS, ObjectStorage, TrainingRunsAPI
+from ._traces import traces_client
 from ._transport import transport_for
 from ._urls import (
     INTERNAL_API_PATH,
@@ -50,6 +51,7 @@ __all__ = [
     "split_api_root",
     "strip_config_url",
     "suppressed_instrumentation",
+    "traces_client",
     "training_dashboard_url",
     "transport_for",
 ]

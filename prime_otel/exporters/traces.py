@@ -11,9 +11,9 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from opentelemetry.sdk.trace import ReadableSpan
-from prime_traces import Batch, LineFormat, TracesAPIClient, TracesClient, UploadReceipt
+from prime_traces import Batch, LineFormat, TracesClient, UploadReceipt
 
-from ..client import suppressed_instrumentation, transport_for
+from ..client import suppressed_instrumentation, traces_client
 from ..errors import ForbiddenError
 from ..processors._spans import EPISODE_SPAN, RecordSpan
 from ._base import RecordExporter, SinkWriteError
@@ -64,11 +64,7 @@ class PrimeTracesExporter(RecordExporter):
         team_id: str | None,
     ) -> PrimeTracesExporter:
         def build() -> TracesClient:
-            return TracesClient(
-                TracesAPIClient(
-                    api_key=api_key, base_url=traces_url, team_id=team_id or "", transport=transport_for(traces_url)
-                )
-            )
+            return traces_client(api_key=api_key, base_url=traces_url, team_id=team_id)
 
         return cls(run_id=run_id, run_kind=run_kind, context=context, client_factory=build)
 
