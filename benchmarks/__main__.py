@@ -42,7 +42,7 @@ SPOOL_EPISODES = 100_000
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=2000, help="eval episodes per run (default 2000)")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per comparison (default 3)")
+    parser.add_argument("--rounds", type=int, default=7, help="alternating rounds per comparison (default 7)")
     parser.add_argument(
         "--scenarios", default=",".join(SCENARIOS), help=f"eval scenarios, comma-separated: {', '.join(SCENARIOS)}"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,9 +101,22 @@ def eval_sections(scenarios: list[Scenario], runs: dict[str, Any], episodes: int
             f"{episodes} episodes built beforehand, logged one per call; each SDK in a fresh process; "
             f"median of {rounds} alternating rounds.",
         ]
-        notes += _losses(theirs + ours, episodes) + errors_note(theirs + ours)
+        notes += _round_ratios(theirs, ours) + _losses(theirs + ours, episodes) + errors_note(theirs + ours)
         sections.append(Section(scenario.title, notes, compare(EVAL_METRICS, theirs, ours)))
     return sections
+
+
+def _round_ratios(theirs: list[dict[str, Any]], ours: list[dict[str, Any]]) -> list[str]:
+    """CPU per episode, ours / 0.1.4, within each round: how far the machine's noise moves the ratio."""
+    ratios = sorted(
+        per_ours / per_theirs
+        for per_theirs, per_ours in zip(map(_per_episode_us, theirs), map(_per_episode_us, ours), strict=True)
+        if per_theirs and per_ours
+    )
+    if not ratios:
+        return []
+    listed = ", ".join(f"{ratio:.2f}" for ratio in ratios)
+    return [f"CPU per episode ours/0.1.4 within each round, sorted: {listed} (median {statistics.median(ratios):.2f})."]
 
 
 def _losses(runs: list[dict[str, Any]], episodes: int) -> list[str]:
