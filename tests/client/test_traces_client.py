@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from prime_traces import LineFormat
+from prime_traces import LineFormat, TracesAPIClient
 
 from prime_otel.client import traces_client
-from prime_otel.client._traces import HAVE_ISAL, IsalGzipTracesAPIClient
+from prime_otel.client._traces import USE_ISAL, IsalGzipTracesAPIClient, gzip_hooks_fit
 from prime_otel.testing import LocalPlatform
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -50,7 +50,7 @@ def test_uploads_are_gzipped_with_isal_and_land_exactly_as_sent(local_platform: 
     records = _episodes(run_id, 30)
     lines = _lines(records)
     client = traces_client(api_key=local_platform.api_key, base_url=local_platform.traces_url, team_id=None)
-    assert HAVE_ISAL and isinstance(client.client, IsalGzipTracesAPIClient)
+    assert USE_ISAL and isinstance(client.client, IsalGzipTracesAPIClient)
 
     receipts = client.upload_lines(lines, line_format=LineFormat.EPISODE)
 
@@ -70,3 +70,16 @@ def test_a_repeated_upload_is_replayed_not_stored_twice(local_platform: LocalPla
 
     assert [r.upload_id for r in again] == [r.upload_id for r in first]
     assert local_platform.inspect.episodes(run_id)["total"] == 3
+
+
+def test_a_prime_traces_client_without_the_overridden_hooks_keeps_its_own_gzip() -> None:
+    class Reshaped(TracesAPIClient):
+        def _multipart_files(self, body: bytes, *, metadata: dict[str, Any]) -> dict[str, Any]:  # type: ignore[override]
+            return {}
+
+    class Missing:
+        def upload_batch(self, body: bytes, idempotency_key: str, *, compress: bool = True) -> None: ...
+
+    assert gzip_hooks_fit(TracesAPIClient)
+    assert not gzip_hooks_fit(Reshaped)
+    assert not gzip_hooks_fit(Missing)
