@@ -19,7 +19,7 @@ import httpx
 from .._types import EnvironmentRef, RunStatus, TrainingSpec
 from ..errors import APIError, RetryableAPIError, TransportError
 from ._failures import backoff_seconds, extract_error, transport_failure
-from ._http import UPLOAD_TIMEOUT, LazyClient, PlatformHTTP, RequestCounters, suppressed_instrumentation
+from ._http import UPLOAD_TIMEOUT, LazyClient, PlatformHTTP, RequestCounters, encode_json, suppressed_instrumentation
 from ._transport import transport_for
 from ._urls import path_segment
 
@@ -112,9 +112,12 @@ class TrainingRunsAPI:
         """Compare-and-set RUNNING → COMPLETED server-side, so a replay is harmless."""
         self._http.request("POST", "/rft/finalize", json={"run_id": run_id, "exit_code": 0}, idempotent=True)
 
-    def post_metrics(self, run_id: str, row: Mapping[str, Any]) -> None:
-        """One metrics row; the server keeps one row per step, so a replay merges instead of duplicating."""
-        self._http.request("POST", "/rft/metrics", json={"run_id": run_id, "metrics": dict(row)}, idempotent=True)
+    def post_metrics(self, run_id: str, row: Mapping[str, Any]) -> int:
+        """One metrics row; the server keeps one row per step, so a replay merges instead of duplicating.
+        Returns the size of the body sent."""
+        body = encode_json({"run_id": run_id, "metrics": dict(row)})
+        self._http.request("POST", "/rft/metrics", content=body, idempotent=True)
+        return len(body)
 
     def presign(self, run_id: str, step: int) -> tuple[str, str]:
         """``(upload URL, object key)`` for one Parquet object of ``step``; a presign only mints a URL."""

@@ -119,7 +119,7 @@ class RftMetricsWriter:
             try:
                 if not isinstance(row, Mapping):
                     raise TypeError(f"a metrics row must be a mapping, got {type(row).__name__}")
-                self._api.post_metrics(self._run_id, row)
+                sent = self._api.post_metrics(self._run_id, row)
             except Exception as exc:
                 lost.append(position)
                 if is_record_rejection(exc) or is_transient(exc):
@@ -129,6 +129,7 @@ class RftMetricsWriter:
                 raise SinkWriteError(exc, len(lost), lost=lost) from exc
             self.stats.delivered += 1
             self.stats.requests += 1
+            self.stats.bytes += sent
         if reported is not None:
             raise SinkWriteError(reported, len(lost), lost=lost)
 

@@ -76,6 +76,10 @@ def test_a_training_loop_gives_one_metrics_row_per_step_and_a_parquet_object_per
         assert sorted(decoded_episode_ids(train_env, run.id, step)) == sorted(dispatched[step])
         sample_ids = [row["sample_id"] for row in train_env.inspect.step_rows(run.id, step)["items"]]
         assert len(set(sample_ids)) == len(sample_ids) and max(sample_ids) < 2**53
+    metrics_sink = next(sink for sink in report.sinks if sink.sink == "rft_metrics")
+    posted = [r for r in train_env.inspect.requests(limit=1000, run_id=run.id) if r["path"].endswith("/rft/metrics")]
+    assert metrics_sink.requests == len(posted) == 60
+    assert metrics_sink.bytes == sum(int(r["headers"]["content-length"]) for r in posted)
 
 
 def test_a_forked_child_logging_the_same_step_keeps_sample_ids_unique(train_env: LocalPlatform) -> None:
