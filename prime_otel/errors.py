@@ -72,3 +72,8 @@ def is_record_rejection(error: BaseException) -> bool:
 def is_transient(error: BaseException) -> bool:
     """True for failures worth a strike rather than retirement: 429/5xx after retries, transport errors."""
     return isinstance(error, (RetryableAPIError, TransportError))
+
+
+def is_permanent(error: BaseException) -> bool:
+    """True when a sink cannot go on after the error: neither a record rejection nor a transient failure."""
+    return not (is_record_rejection(error) or is_transient(error))

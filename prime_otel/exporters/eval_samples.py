@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from .._records import compact_json, is_episode, nullify
 from ..client import EvaluationsAPI, is_ambiguous
-from ..errors import is_record_rejection, is_transient
+from ..errors import is_permanent, is_transient
 from ..processors._spans import RecordSpan, record_of
 from ..projection import EncodedSample, RecordInput, encode_samples, pack_sample_requests
 from ._base import RecordExporter, SinkWriteError
@@ -93,7 +93,7 @@ class EvalSamplesExporter(RecordExporter):
                 self._api.append_samples(self._evaluation_id, request.body)
             except Exception as exc:
                 (ambiguous if is_ambiguous(exc) else lost).extend(records)
-                if is_record_rejection(exc) or is_transient(exc):
+                if not is_permanent(exc):
                     if reported is None or is_transient(exc):
                         reported = exc
                     continue

@@ -32,7 +32,7 @@ from opentelemetry.sdk.metrics.export import (
 
 from .._conventions import RUN_STEP
 from ..client import TrainingRunsAPI
-from ..errors import is_record_rejection, is_transient
+from ..errors import is_permanent, is_transient
 from ._base import SinkStats, SinkWriteError
 
 _DELTA = AggregationTemporality.DELTA
@@ -122,7 +122,7 @@ class RftMetricsWriter:
                 sent = self._api.post_metrics(self._run_id, row)
             except Exception as exc:
                 lost.append(position)
-                if is_record_rejection(exc) or is_transient(exc):
+                if not is_permanent(exc):
                     reported = exc if reported is None or is_transient(exc) else reported
                     continue
                 lost.extend(range(position + 1, len(items)))

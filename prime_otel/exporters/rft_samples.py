@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from .._records import is_episode
 from ..client import ObjectStorage, TrainingRunsAPI, is_ambiguous
-from ..errors import is_record_rejection, is_transient
+from ..errors import is_permanent
 from ..processors._spans import record_of
 from ..projection import episodes_to_parquet_bytes, parquet_available, sample_rows_to_parquet_bytes
 from ._base import RecordExporter, SinkWriteError
@@ -124,11 +124,11 @@ class RftSamplesExporter(RecordExporter):
                 self._upload_step(step, by_step[step])
             except _ConfirmFailed as failure:
                 ambiguous.extend(positions[step])
-                reported = failure.cause if reported is None or not _is_permanent(reported) else reported
+                reported = failure.cause if reported is None or not is_permanent(reported) else reported
             except Exception as exc:
                 lost.extend(positions[step])
-                reported = exc if reported is None or not _is_permanent(reported) else reported
-                if _is_permanent(exc):
+                reported = exc if reported is None or not is_permanent(reported) else reported
+                if is_permanent(exc):
                     lost.extend(p for later in steps[index + 1 :] for p in positions[later])
                     raise SinkWriteError(exc, len(lost) + len(ambiguous), lost=lost, ambiguous=ambiguous) from exc
         if reported is not None:
@@ -206,7 +206,3 @@ class _ConfirmFailed(Exception):
 
 def _record(item: Any) -> Any:
     return record_of(item) if isinstance(item, ReadableSpan) else item
-
-
-def _is_permanent(error: BaseException) -> bool:
-    return not (is_record_rejection(error) or is_transient(error))
