@@ -24,14 +24,7 @@ from ._offline import EPISODES_FILE, METRICS_FILE, RUN_FILE, SAMPLES_FILE, TRACE
 from ._records import compact_json, stamp_run
 from ._spool import RunSpool, SpooledRecord
 from ._types import EnvironmentRef, RunStatus, TrainingSpec
-from .client import (
-    EvaluationsAPI,
-    ObjectStorage,
-    PlatformHTTP,
-    TrainingRunsAPI,
-    is_ambiguous,
-    traces_client,
-)
+from .client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI, is_ambiguous, traces_client
 from .errors import ConfigurationError, ForbiddenError
 from .exporters._base import Sink
 from .projection import EncodedSample, pack_sample_requests

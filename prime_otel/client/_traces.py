@@ -20,7 +20,7 @@ try:
     from isal import igzip
 
     HAVE_ISAL = True
-except ImportError:  # pragma: no cover - a platform without an ISA-L wheel keeps prime-traces' own gzip
+except ImportError:  # a platform without an ISA-L wheel keeps prime-traces' own gzip
     HAVE_ISAL = False
 
 ISAL_LEVEL = 2
