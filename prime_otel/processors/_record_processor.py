@@ -80,19 +80,16 @@ class RecordProcessor(Uploader, SpanProcessor):
                 siblings.append(child_summary(span))
 
     def _deliver(self, items: list[Any]) -> None:
-        spans = self._spans(items)
+        spans = self._prepare(items)
         seqs = self._log(spans[0].name, spans) if spans else None
         self._dispatch_to_slots(spans, seqs)
 
-    def _spans(self, items: list[Any]) -> list[RecordSpan]:
+    def _prepare(self, items: list[Any]) -> list[Any]:
         logged_at = time.time_ns()
         return [i if isinstance(i, RecordSpan) else RecordSpan(i, self._resource, logged_at) for i in items]
 
-    def _prepare(self, items: list[Any]) -> list[Any]:
-        return list(self._spans(items))
-
     def _encode_for_spool(self, items: list[Any]) -> list[bytes]:
-        return [span.encoded().plain for span in self._spans(items)]
+        return [span.encoded().plain for span in items]
 
     def _from_spool(self, records: list[SpooledRecord]) -> list[Any]:
         logged_at = time.time_ns()

@@ -191,7 +191,7 @@ class Uploader:
         raise NotImplementedError
 
     def _encode_for_spool(self, items: list[Any]) -> list[bytes]:
-        """Each item's record as compact JSON, the form the spool keeps."""
+        """Each prepared item's record as compact JSON, the form the spool keeps."""
         raise NotImplementedError
 
     def _from_spool(self, records: list[SpooledRecord]) -> list[Any]:
