@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
@@ -20,6 +20,8 @@ class SinkReport:
     replayed: int = 0
     pending: int = 0
     possibly_missing: int = 0
+    # Why records failed on this sink: a short reason -> how many records.
+    failure_reasons: dict[str, int] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:

@@ -468,6 +468,7 @@ class Run:
                         replayed=ledger.replayed if ledger else 0,
                         pending=slot.spool.waiting(slot.name) if slot.spool is not None else 0,
                         possibly_missing=len(ledger.missing) if ledger else 0,
+                        failure_reasons=dict(slot.failure_reasons),
                     )
                 )
         offline = self._parts.offline

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -43,6 +44,8 @@ class SinkSlot:
     ) -> None:
         self.exporter = exporter
         self.failed = 0
+        # Why records failed on this sink: a short reason (kind of problem) -> how many records.
+        self.failure_reasons: collections.Counter[str] = collections.Counter()
         self.strikes = 0
         self.retired = False
         self.spool = spool
@@ -164,9 +167,13 @@ class SinkSlot:
         self._lock = threading.Lock()
         self.exporter.reset_after_fork()
 
-    def add_failed(self, count: int) -> None:
+    def add_failed(self, count: int, reason: str | None = None) -> None:
+        if count <= 0:
+            return
         with self._lock:
             self.failed += count
+            if reason:
+                self.failure_reasons[reason] += count
 
     def _revive_if_cooled_down(self) -> None:
         if self._cooldown_until is None or self._clock() < self._cooldown_until:
