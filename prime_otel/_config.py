@@ -1,4 +1,4 @@
-"""Settings resolution: argument → environment → ``~/.prime/config.json`` → default (run-behaviour §2).
+"""Settings resolution: argument → environment → ``~/.prime/config.json`` → default; the first hit wins.
 
 The file is read once per resolution; a missing, unreadable, invalid or non-object file counts as ``{}``.
 """

@@ -1,5 +1,5 @@
 """Record helpers shared by every sink: recognising and converting records, stamping the uploaded
-copy with the platform run (run-behaviour §11), and the two non-finite policies of §5.1 and §12."""
+copy with the platform run, and the two non-finite policies: dropped (metrics, summaries) or null (records)."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ _DROP: Any = object()
 
 
 def clean(values: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of a metrics row or summary fit for strict JSON (run-behaviour §5.1): non-finite floats are
+    """A copy of a metrics row or summary fit for strict JSON: non-finite floats are
     dropped, a key whose value is or becomes an empty mapping is dropped, lists and tuples become lists without
     the dropped items. Only identity and type checks are used: an array-like must never be compared."""
     return _clean_mapping(values)
@@ -168,7 +168,7 @@ class EncodedRecord:
         return self._record
 
     def stamped(self, run_id: str, kind: str) -> bytes:
-        """The line for Prime Traces (run-behaviour §11), new keys appended as ``stamp_run`` appends them."""
+        """The stamped line for Prime Traces, new keys appended as ``stamp_run`` appends them."""
         run = _stamped_run_json(self._run_json, run_id, kind)
         members = b"[" + b",".join(member.stamped(run, run_id, kind) for member in self._members) + b"]"
         return _assemble(self._pieces, {RUN_KEY: run, TRACES_KEY: members}, append=RUN_KEY)

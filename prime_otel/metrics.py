@@ -1,4 +1,4 @@
-"""Run-level aggregates over native episodes in the shape the eval dashboard reads (run-behaviour §1.6):
+"""Run-level aggregates over native episodes in the shape the eval dashboard reads:
 the aggregation verifiers used, so migrated runs keep their numbers. Pass the result to
 ``run.finish(summary=...)``; NaN passes through here and is dropped by summary cleaning.
 

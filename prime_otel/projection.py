@@ -1,4 +1,4 @@
-"""Projections of native episodes onto the platform's legacy tables (run-behaviour §10): v0 eval-sample rows
+"""Projections of native episodes onto the platform's legacy tables: v0 eval-sample rows
 for ``POST /evaluations/{id}/samples`` and the training viewer's Parquet object.
 
 Duck-typed against verifiers 0.4.0 episodes and traces (records.md §6); verifiers is never imported. An episode
@@ -9,7 +9,7 @@ Output equals prime-runs 0.1.4's ``prime_runs.projection`` except for these docu
 
 1. The Parquet ``advantage`` column is null when the advantage is NaN/±inf (0.1.4 writes the raw value).
 2. Rows handed to :func:`pack_sample_requests` / :func:`batch_samples` holding NaN/±inf are nullified rather
-   than refused (run-behaviour §12 [rec] for pass-through rows).
+   than refused, like projected rows (0.1.4 sent pass-through rows as given, so one NaN refused the request).
 3. Each row is encoded once: :func:`encode_samples` keeps the compact JSON made for the 25 MiB check and
    :func:`pack_sample_requests` returns finished request bodies, so the uploader never encodes a row again.
 4. ``record=`` / ``records=`` take the record the caller already has, as a mapping or as an
@@ -102,7 +102,7 @@ def summary_trace(episode: Any) -> Any:
 
 
 def trace_to_sample(trace: Any, rollout_number: int = 1, episode_id: str | None = None) -> dict[str, Any]:
-    """One trace (object, or a member of an episode record) as a v0 sample row (run-behaviour §10.1); NaN/±inf
+    """One trace (object, or a member of an episode record) as a v0 sample row, keys in column order; NaN/±inf
     anywhere become null."""
     row = _trace_row(trace, rollout_number, episode_id)
     try:
@@ -220,7 +220,7 @@ def parquet_available() -> bool:
 
 
 def train_sample_schema() -> Any:
-    """Arrow schema of the training viewer's Parquet object (run-behaviour §10.3)."""
+    """Arrow schema of the training viewer's Parquet object: the 19 columns and types it reads."""
     import pyarrow as pa
 
     string, int64, float64 = pa.string(), pa.int64(), pa.float64()

@@ -1,4 +1,4 @@
-"""The evaluations API (platform-contract §5.1 to §5.5): hub resolution, create, update, status, samples, finalize."""
+"""The evaluations API: environments hub resolution, create, update, status, samples, finalize."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Turning HTTP outcomes into the prime-traces exception family and deciding what may be retried.
 
-A failure is *ambiguous* when the server may already have acted on the request (platform-contract
-§7.1): replaying it is only safe for idempotent calls. Unambiguous failures (nothing reached the
+A failure is *ambiguous* when the server may already have acted on the request (the bytes went out, or a
+502/503/504 answered): replaying it is only safe for idempotent calls. Unambiguous failures (nothing reached the
 server, or a 429 refusal) may be replayed for every call.
 """
 
@@ -105,7 +105,7 @@ def extract_error(response: httpx.Response) -> tuple[str | None, str]:
 
 
 def error_for_response(response: httpx.Response) -> APIError:
-    """The exception a non-2xx platform response maps to (platform-contract §3)."""
+    """The prime-traces family exception a non-2xx platform response maps to, chosen by status code."""
     status = response.status_code
     code, message = extract_error(response)
     if status == 401:

@@ -1,4 +1,4 @@
-"""One authenticated httpx client per platform API root, with the per-call retry policy of platform-contract §7.
+"""One authenticated httpx client per platform API root, with a per-call retry policy.
 
 Every call declares whether it may be replayed after an *ambiguous* failure (the server may have
 acted): by default every method but POST; a POST opts in with ``idempotent=True``. Unambiguous

@@ -1,4 +1,4 @@
-"""External training runs (platform-contract §5.6): create, status, finalize, metrics, and Parquet samples.
+"""External training runs: create, status, finalize, metrics, and Parquet samples.
 
 Samples travel presign → object-storage PUT → confirm. The storage PUT goes through
 :class:`ObjectStorage`, a bare client: the presigned URL carries its own authorisation, so

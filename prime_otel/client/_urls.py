@@ -1,4 +1,4 @@
-"""Base-URL normalisation (platform-contract §1) and the dashboard links handed to users."""
+"""Base-URL normalisation (an origin or an API root is accepted) and the dashboard links handed to users."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Error bodies in each service's own shape, and the handlers that keep malformed input out of 500s.
 
 Platform and local routes answer FastAPI-style ``{"detail": ...}``; Prime Traces routes answer
-``{"error": {"code", "message"}}`` (platform-contract §3).
+``{"error": {"code", "message"}}``, as the real services do.
 """
 
 from __future__ import annotations

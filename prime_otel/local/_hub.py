@@ -1,4 +1,4 @@
-"""Environments hub: get-or-create by (name, team) and ``owner/name@latest`` lookup (platform-contract §5.1)."""
+"""Environments hub: get-or-create by (name, team) and ``owner/name@latest`` lookup."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Validation of one Prime Traces upload, from the raw multipart body to rows ready to store.
 
-Every check answers 400 with the service's code and stores nothing (platform-contract §6.3, §6.4).
+Every check answers 400 with the service's error code (e.g. ``trace_too_large``) and stores nothing.
 Limits apply to the uncompressed bytes; the digest is the SHA-256 of those same bytes.
 """
 

@@ -1,4 +1,4 @@
-"""Request bodies of the platform API (platform-contract §4, §5) and of the local endpoints."""
+"""Request bodies of the platform API (hub, evaluations, external training runs) and of the local endpoints."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Each presign mints a fresh key bound to one (run, step). Objects are additive per step unless the
 server runs in ``single`` mode, where a later confirm supersedes the earlier objects of that step
-(platform-contract §5.6).
+(additive is what the released SDK assumes: the viewer shows the union of a step's objects).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The platform API: environments hub, evaluations and external training runs (platform-contract §4, §5).
+"""The platform API: environments hub, evaluations and external training runs.
 
 The same handlers serve the public root ``/api/v1`` (account key) and the internal root
 ``/api/internal`` (a hosted run's token), where only the calls an attached run makes exist.

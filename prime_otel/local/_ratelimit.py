@@ -1,4 +1,4 @@
-"""Per-token sliding-window request limits (platform-contract §5.5 and §5.6)."""
+"""Per-token sliding-window request limits (evaluation samples, training metrics): 429 with Retry-After beyond."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Evaluations and external training runs: their records and state machines (platform-contract §5.4, §5.6)."""
+"""Evaluations and external training runs: their records and state machines (a closed run refuses a status write)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prime Traces storage: content-addressed commits, reads by trace, episode and run (platform-contract §6)."""
+"""Prime Traces storage: content-addressed commits, reads by trace, episode and run."""
 
 from __future__ import annotations
 

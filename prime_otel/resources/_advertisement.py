@@ -1,4 +1,4 @@
-"""``PRIME_RUN_ID`` advertisement with the exporting PID (run-behaviour §3.4).
+"""``PRIME_RUN_ID`` advertisement with the exporting PID.
 
 An id exported by another process is inherited (a forked child or a rank joins); an id exported by
 this very process is a previous run's (a second ``init()`` opens a fresh run).

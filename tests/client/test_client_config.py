@@ -1,4 +1,4 @@
-"""Configuration precedence: argument → environment → ~/.prime/config.json → default (RB-009-RB-018)."""
+"""Configuration precedence: argument → environment → ~/.prime/config.json → default; a bad file counts as {}."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def test_config_file_path_can_be_given(tmp_path: Path) -> None:
     ],
 )
 def test_api_key_precedence(home: Path, arg: str | None, env: str, expected: str) -> None:
-    """RB-009."""
+    """An explicit API key wins even when empty, then a non-empty PRIME_API_KEY, then the file."""
     write_config(home, FILE)
     assert resolve_settings(api_key=arg, environ={"PRIME_API_KEY": env}).api_key == expected
 
@@ -85,14 +85,14 @@ def test_api_key_precedence(home: Path, arg: str | None, env: str, expected: str
         ("", {"PRIME_TEAM_ID": "env_team"}, "file_team", ""),  # an explicit empty team wins
         (None, {"PRIME_TEAM_ID": "env_team"}, "file_team", "env_team"),
         (None, {}, "file_team", "file_team"),
-        (None, {"PRIME_TEAM_ID": ""}, "file_team", "file_team"),  # D9: empty env counts as unset
+        (None, {"PRIME_TEAM_ID": ""}, "file_team", "file_team"),  # empty env counts as unset (0.1.4 sent "")
         (None, {}, "", None),
     ],
 )
 def test_team_precedence(
     home: Path, arg: str | None, environ: dict[str, str], file_team: str, expected: str | None
 ) -> None:
-    """RB-010 (with the D9 correction)."""
+    """An explicit team wins even when empty, then a non-empty PRIME_TEAM_ID, then a non-empty file value."""
     write_config(home, {"team_id": file_team})
     assert resolve_settings(team_id=arg, environ=environ).team_id == expected
 
@@ -111,20 +111,20 @@ def test_team_precedence(
 def test_base_url_precedence_and_normalisation(
     home: Path, arg: str | None, environ: dict[str, str], expected: str
 ) -> None:
-    """RB-011."""
+    """A truthy argument, then PRIME_API_BASE_URL, PRIME_BASE_URL, the file; each loses a trailing / and /api/v1."""
     write_config(home, FILE)
     assert resolve_settings(base_url=arg, environ=environ).base_url == expected
 
 
 def test_frontend_url_precedence(home: Path) -> None:
-    """RB-012."""
+    """The dashboard URL: a non-empty PRIME_FRONTEND_URL, then the file; a trailing / is stripped."""
     write_config(home, FILE)
     assert resolve_settings(environ={"PRIME_FRONTEND_URL": "https://env.app/"}).frontend_url == "https://env.app"
     assert resolve_settings(environ={"PRIME_FRONTEND_URL": ""}).frontend_url == "https://app.file.test"
 
 
 def test_traces_url_never_falls_back_to_the_platform_base(home: Path) -> None:
-    """RB-013."""
+    """The traces URL: PRIME_TRACES_URL, then the file, then the public default; never the platform base URL."""
     environ = {"PRIME_API_BASE_URL": "http://127.0.0.1:9999"}
     assert resolve_settings(environ=environ).traces_url == "https://api.primeintellect.ai"
     environ["PRIME_TRACES_URL"] = "http://localhost:8083/"
@@ -141,7 +141,7 @@ def test_runs_dir_from_environment(home: Path) -> None:
     "content", [None, "{not json", "[1, 2]", '"text"', "null", b"\xff\xfe{}"], ids=lambda c: repr(c)[:12]
 )
 def test_unusable_config_file_counts_as_empty(home: Path, content: str | bytes | None) -> None:
-    """RB-018."""
+    """A missing, invalid, non-object or undecodable config file counts as empty."""
     if content is not None:
         write_config(home, content)
     settings = resolve_settings(environ={})
@@ -169,13 +169,13 @@ def test_mode_argument_wins(home: Path) -> None:
 
 @pytest.mark.parametrize(("value", "expected"), [(" OFFLINE ", "offline"), ("Online", "online"), ("", "online")])
 def test_mode_from_environment_stripped_and_lowercased(home: Path, value: str, expected: str) -> None:
-    """RB-014."""
+    """PRIME_RUNS_MODE is stripped and lowercased; an empty value means online when an API key exists."""
     settings = resolve_settings(api_key="k", environ={})
     assert resolve_mode(None, settings, {"PRIME_RUNS_MODE": value}) == expected
 
 
 def test_no_key_means_disabled_with_a_warning(home: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """RB-014: a missing key never silently writes elsewhere."""
+    """With no API key and no mode the run is disabled with a warning: a missing key never writes elsewhere."""
     settings = resolve_settings(environ={})
     with caplog.at_level(logging.WARNING):
         assert resolve_mode(None, settings, {}) == "disabled"
@@ -188,14 +188,14 @@ def test_offline_needs_no_key(home: Path) -> None:
 
 @pytest.mark.parametrize(("arg", "environ"), [("onlien", {}), (None, {"PRIME_RUNS_MODE": "sometimes"})])
 def test_invalid_mode_is_a_configuration_error(home: Path, arg: str | None, environ: dict[str, str]) -> None:
-    """RB-015."""
+    """An unknown mode, given as argument or in PRIME_RUNS_MODE, raises ConfigurationError."""
     with pytest.raises(ConfigurationError, match="mode"):
         resolve_mode(arg, resolve_settings(api_key="k", environ={}), environ)
 
 
 @pytest.mark.parametrize(("arg", "environ"), [("online", {}), (None, {"PRIME_RUNS_MODE": "online"})])
 def test_online_without_key_is_a_configuration_error(home: Path, arg: str | None, environ: dict[str, str]) -> None:
-    """RB-015."""
+    """Online mode with no API key raises ConfigurationError."""
     with pytest.raises(ConfigurationError, match="API key"):
         resolve_mode(arg, resolve_settings(environ={}), environ)
 
@@ -208,7 +208,7 @@ def test_online_without_key_is_a_configuration_error(home: Path, arg: str | None
     [("1", True), (" TRUE ", True), ("yes", True), ("On", True), ("0", False), ("false", False), ("no", False)],
 )
 def test_opt_out_environment_words(value: str, expected: bool) -> None:
-    """RB-016."""
+    """PRIME_TRACES_OPT_OUT takes 1/true/yes/on or 0/false/no/off in any case, and wins over the file."""
     assert resolve_traces_opt_out(None, {"PRIME_TRACES_OPT_OUT": value}, {"traces_opt_out": not expected}) is expected
 
 

@@ -1,4 +1,4 @@
-"""EvaluationsAPI: hub resolution, create body, update, status, samples, finalize (RB-006, RB-021-024, RB-057-062)."""
+"""EvaluationsAPI: hub resolution, create body, update, status, samples, finalize, and what may be replayed."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_ref_with_id_makes_no_request(make_api) -> None:
 
 
 def test_name_resolves_through_get_or_create_like_the_released_sdk(make_api) -> None:
-    """RB-021: the request is byte-identical to prime-runs 0.1.4's."""
+    """A bare environment name resolves through get-or-create; the request is byte-identical to 0.1.4's."""
     expected = wire_request("eval-traces.json", "POST", "/environmentshub/resolve")
     api, script = make_api(ok(expected["response"]["body"]))
     assert api.resolve_environments([EnvironmentRef(name="gsm8k")], "team_abc") == [{"id": "env_gsm8k_01"}]
@@ -75,7 +75,7 @@ def test_slug_name_may_contain_slashes(make_api) -> None:
 
 
 def test_pinned_version_survives_hub_resolution(make_api) -> None:
-    """RB-006."""
+    """A pinned ``version_id`` reaches the create body, also after hub resolution."""
     api, _ = make_api(ok({"data": {"id": "env_1"}}))
     refs = [EnvironmentRef(name="gsm8k", version_id="ver_3"), EnvironmentRef(slug="o/n", version_id="ver_4")]
     assert api.resolve_environments(refs, None) == [
@@ -85,7 +85,7 @@ def test_pinned_version_survives_hub_resolution(make_api) -> None:
 
 
 def test_hub_error_raises_resolution_error_chaining_the_cause(make_api) -> None:
-    """RB-022."""
+    """A hub failure raises EnvironmentResolutionError, chaining the cause."""
     api, _ = make_api(reply(404, {"detail": "Environment not found"}))
     with pytest.raises(EnvironmentResolutionError, match="o/missing") as caught:
         api.resolve_environments([EnvironmentRef(slug="o/missing")], None)
@@ -108,7 +108,7 @@ def test_hub_answer_without_id_raises_resolution_error(make_api, response: dict[
 
 
 def test_name_resolution_is_replayed_after_an_ambiguous_failure(make_api) -> None:
-    """RB-141: get-or-create answers the same id twice."""
+    """Name resolution is replayed after an ambiguous failure: get-or-create answers the same id twice."""
     api, script = make_api(reply(502), ok({"data": {"id": "env_1"}}))
     assert api.resolve_environments([EnvironmentRef(name="gsm8k")], None) == [{"id": "env_1"}]
     assert len(script.requests) == 2
@@ -118,7 +118,7 @@ def test_name_resolution_is_replayed_after_an_ambiguous_failure(make_api) -> Non
 
 
 def test_create_body_matches_the_released_sdk_byte_for_byte(make_api) -> None:
-    """RB-024: keys in platform-contract §5.2 order."""
+    """The create body's keys come in the platform's documented order, byte for byte as 0.1.4 sent them."""
     expected = wire_request("eval-traces.json", "POST", "/evaluations/")
     sent = expected["body"]
     body = build_create_body(
@@ -166,7 +166,7 @@ def test_create_without_evaluation_id_is_an_error(make_api) -> None:
 
 
 def test_create_is_not_replayed_after_an_ambiguous_failure(make_api) -> None:
-    """RB-141: a replay could leave an orphaned second evaluation."""
+    """Create is not replayed after an ambiguous failure: a replay could leave an orphaned second evaluation."""
     api, script = make_api(reply(504), ok({"evaluation_id": "e2"}, 201))
     with pytest.raises(RetryableAPIError):
         api.create({"name": "n"})
@@ -209,7 +209,7 @@ def test_update_with_only_metrics(make_api) -> None:
     ],
 )
 def test_status_put_bodies(make_api, status: Any, error: str | None, body: dict[str, str]) -> None:
-    """RB-058."""
+    """FAILED and CANCELLED are sent as such, a crash as FAILED with "crashed"; a message only when non-empty."""
     api, script = make_api(ok({"evaluation_id": "e1", "status": "FAILED"}))
     assert api.set_status("e1", status, error) is True
     assert script.paths == ["PUT /api/v1/evaluations/e1"]
@@ -223,13 +223,13 @@ def test_status_message_is_capped_at_4096_characters(make_api) -> None:
 
 
 def test_status_409_means_already_closed(make_api) -> None:
-    """RB-062."""
+    """A 409 from the status write means someone closed the evaluation already: not an error."""
     api, _ = make_api(reply(409, {"detail": "Evaluation is not running"}))
     assert api.set_status("e1", RunStatus.FAILED, "boom") is False
 
 
 def test_status_404_propagates_so_the_caller_can_latch(make_api) -> None:
-    """RB-059: an older deployment without the status field."""
+    """A 404 (an older deployment without the status field) propagates so the caller can fall back."""
     api, _ = make_api(reply(404, {"detail": "Not Found"}))
     with pytest.raises(NotFoundError):
         api.set_status("e1", RunStatus.FAILED, "boom")
@@ -268,7 +268,7 @@ def test_append_samples_pre_encoded_body_is_sent_verbatim(make_api) -> None:
 
 
 def test_append_samples_is_not_replayed_after_an_ambiguous_failure(make_api) -> None:
-    """RB-104: append-only; a replay would duplicate rows."""
+    """Samples are append-only, so they are not replayed after an ambiguous failure: rows would duplicate."""
     api, script = make_api(httpx.ReadTimeout("lost"), ok())
     with pytest.raises(TransportError):
         api.append_samples("e1", [{"sample_id": 1}])
@@ -276,7 +276,7 @@ def test_append_samples_is_not_replayed_after_an_ambiguous_failure(make_api) -> 
 
 
 def test_finalize_sends_metrics_and_is_not_replayed(make_api) -> None:
-    """RB-057."""
+    """Finalize posts the summary as metrics and is never replayed (it enqueues work)."""
     expected = wire_request("eval-traces.json", "POST", "/finalize")
     api, script = make_api(ok(expected["response"]["body"]))
     assert api.finalize("eval-3f9c2a71d4", expected["body"]["metrics"])["status"] == "PROCESSING"

@@ -1,4 +1,4 @@
-"""PlatformHTTP: encoding, decoding, error mapping, retry safety (platform-contract §2, §3, §7; RB-130, RB-141-143)."""
+"""PlatformHTTP: encoding, decoding, error mapping, and which failures may be replayed for which calls."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def test_body_is_compact_utf8_json_with_content_type(make_http) -> None:
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
 def test_non_finite_numbers_are_refused_before_any_request(make_http, bad: float) -> None:
-    """RB-130."""
+    """A body holding NaN or ±inf is refused locally, before any request is sent."""
     http, script = make_http(ok())
     with pytest.raises(ValueError):
         http.request("PUT", "/evaluations/e1", json={"metrics": {"avg": [1.0, bad]}})
@@ -155,7 +155,7 @@ def test_non_json_success_is_a_permanent_error_without_status(make_http) -> None
     ],
 )
 def test_status_maps_to_the_typed_error(make_http, code: int, error_type: type[APIError]) -> None:
-    """RB-143."""
+    """Each error status maps to its typed error (403 to ForbiddenError), sent once."""
     http, script = make_http(reply(code, {"detail": "nope"}))
     with pytest.raises(error_type) as caught:
         http.request("PUT", "/x", json={"a": 1})
@@ -216,7 +216,7 @@ def test_error_message_extraction_order(make_http, response: httpx.Response, mes
 
 
 def test_429_is_retried_even_for_a_non_idempotent_post(make_http, sleeps) -> None:
-    """RB-142: 429 is a refusal before any work."""
+    """A 429 is a refusal before any work, so even a POST is retried."""
     http, script = make_http(reply(429, {"detail": "slow down"}), ok({"evaluation_id": "e1"}, 201))
     assert http.request("POST", "/evaluations/", json={"name": "n"}) == {"evaluation_id": "e1"}
     assert len(script.requests) == 2
@@ -232,7 +232,7 @@ def test_gateway_errors_are_retried_for_put(make_http, code: int) -> None:
 
 @pytest.mark.parametrize("code", [502, 503, 504])
 def test_gateway_errors_are_not_replayed_for_a_non_idempotent_post(make_http, sleeps, code: int) -> None:
-    """RB-141: the server may have created the run already."""
+    """A create POST is not replayed after a gateway error: the server may have created the run already."""
     http, script = make_http(reply(code), ok({"evaluation_id": "e2"}))
     with pytest.raises(RetryableAPIError) as caught:
         http.request("POST", "/evaluations/", json={"name": "n"})
@@ -276,7 +276,7 @@ def test_read_timeout_is_retried_for_an_idempotent_call(make_http) -> None:
     [httpx.ConnectError("refused"), httpx.ConnectTimeout("connect timed out"), httpx.PoolTimeout("pool")],
 )
 def test_unambiguous_transport_failures_are_replayed_for_a_post(make_http, failure: Exception) -> None:
-    """RB-142: nothing reached the server."""
+    """A connect failure is replayed even for a POST: nothing reached the server."""
     http, script = make_http(failure, ok({"evaluation_id": "e1"}))
     assert http.request("POST", "/evaluations/", json={"name": "n"}) == {"evaluation_id": "e1"}
     assert len(script.requests) == 2
@@ -405,7 +405,7 @@ def test_counters_count_attempts_and_body_bytes(make_http) -> None:
 
 
 def test_reset_after_fork_drops_the_client_without_closing_it(make_http) -> None:
-    """RB-132: closing would send close_notify down a socket the parent still reads."""
+    """A forked child drops the client unclosed: closing would send close_notify down the parent's socket."""
     http, script = make_http(ok({"n": 1}))
     http.request("GET", "/before")
     http.reset_after_fork()

@@ -1,4 +1,4 @@
-"""The platform client against the real local platform, with its "commit then fail" faults (RB-141, RB-142)."""
+"""The platform client against the real local platform and its "commit then fail" faults: what is replayed."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_lost_create_answer_is_not_replayed(
 
 
 def test_lost_samples_answer_is_not_replayed(platform: LocalPlatform, http: PlatformHTTP) -> None:
-    """RB-104: a replay would append the rows twice."""
+    """A lost answer to a samples POST is not replayed: a replay would append the rows twice."""
     evaluation_id = create_eval(http, unique("samples"))
     platform.inspect.add_fault(method="POST", path="/api/v1/evaluations/*/samples", action="fail_after", status=504)
     with pytest.raises(RetryableAPIError):

@@ -1,4 +1,4 @@
-"""TrainingRunsAPI and ObjectStorage (platform-contract §5.6; RB-025-027, RB-060-062, RB-111-112, RB-141)."""
+"""TrainingRunsAPI and ObjectStorage: create, status, finalize, metrics, presign, storage PUT and confirm."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def make_api(make_http):
 
 
 def test_create_body_matches_the_released_sdk_byte_for_byte(make_api) -> None:
-    """RB-025: environments passed through unresolved; optional keys in §5.6 order."""
+    """Environments are passed through unresolved; optional keys follow the create body's documented order."""
     expected = wire_request("train-traces.json", "POST", "/rft/external-runs")
     body = TrainingRunsAPI.build_create_body(
         base_model="Qwen/Qwen3-4B-Instruct-2507",
@@ -86,14 +86,14 @@ def test_create_body_minimal_and_full() -> None:
 
 @pytest.mark.parametrize("response", [{}, {"run": {}}, {"run": {"name": "n"}}, {"run": "r1"}])
 def test_create_without_run_id_is_an_error(make_api, response: dict[str, Any]) -> None:
-    """RB-026."""
+    """A create answer without a ``run.id`` is an error."""
     api, _ = make_api(ok(response, 201))
     with pytest.raises(APIError, match="no run id"):
         api.create({"base_model": "m"})
 
 
 def test_create_forbidden_team_surfaces_as_forbidden_error(make_api) -> None:
-    """RB-027."""
+    """A 403 for a team outside the allowlist surfaces as ForbiddenError."""
     api, _ = make_api(reply(403, {"detail": "External training runs are not enabled for this team"}))
     with pytest.raises(ForbiddenError, match="not enabled for this team"):
         api.create({"base_model": "m"})
@@ -120,7 +120,7 @@ def test_create_is_not_replayed_after_an_ambiguous_failure(make_api) -> None:
     ],
 )
 def test_status_bodies(make_api, status: RunStatus, error: str | None, body: dict[str, str]) -> None:
-    """RB-061."""
+    """Training status is completed or failed; cancelled and crashed go as failed with a "<status>: " prefix."""
     api, script = make_api(ok({"run": {"id": "r1", "status": body["status"]}}))
     assert api.set_status("r1", status, error) is True
     assert script.paths == ["PUT /api/v1/rft/external-runs/r1/status"]
@@ -134,13 +134,13 @@ def test_long_training_status_message_is_not_truncated(make_api) -> None:
 
 
 def test_status_409_means_already_closed(make_api) -> None:
-    """RB-062."""
+    """A 409 from the status endpoint means someone closed the run already: not an error."""
     api, _ = make_api(reply(409, {"detail": "Run is already completed"}))
     assert api.set_status("r1", RunStatus.FAILED, "boom") is False
 
 
 def test_finalize_body_and_replay(make_api) -> None:
-    """RB-060: compare-and-set server-side, so a replay after a lost response is safe."""
+    """Finalize is compare-and-set on the server, so a replay after a lost response is safe."""
     expected = wire_request("train-traces.json", "POST", "/rft/finalize")
     api, script = make_api(httpx.ReadTimeout("lost"), ok(expected["response"]["body"]))
     api.finalize("cmf0x7r2k000108l4a9b2c3d4")
@@ -178,7 +178,7 @@ def test_presign_accepts_every_response_shape(make_api, response: dict[str, Any]
     "response", [{}, {"data": {"presignedUrl": PRESIGNED}}, {"data": {"s3Key": "k"}}, {"data": [PRESIGNED]}]
 )
 def test_presign_without_url_or_key_is_permanent(make_api, response: dict[str, Any]) -> None:
-    """RB-111."""
+    """A presign answer without the URL or the key is a permanent error, sent once."""
     api, script = make_api(ok(response))
     with pytest.raises(APIError) as caught:
         api.presign("r1", 10)
@@ -204,7 +204,7 @@ def test_presign_and_confirm_are_replayed_after_ambiguous_failures(make_api) -> 
 
 
 def test_storage_put_is_bare(make_storage) -> None:
-    """RB-112: the presigned URL is the authorisation; platform credentials never reach storage."""
+    """The presigned URL is the authorisation; platform credentials never reach storage."""
     storage, script = make_storage(httpx.Response(200))
     storage.put(PRESIGNED, b"PAR1 bytes")
     request = script.requests[0]

@@ -1,4 +1,4 @@
-"""Base-URL normalisation and dashboard links (platform-contract §1, RB-011)."""
+"""Base-URL normalisation (origin or API root; config values lose a trailing / and /api/v1) and dashboard links."""
 
 from __future__ import annotations
 

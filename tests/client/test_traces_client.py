@@ -1,4 +1,4 @@
-"""The Prime Traces client every upload goes through (platform-contract §6), against the local platform:
+"""The Prime Traces client every upload goes through, against the local platform:
 uploads are gzipped by ISA-L instead of prime-traces' zlib level 9, land exactly as sent, and replay safely."""
 
 from __future__ import annotations

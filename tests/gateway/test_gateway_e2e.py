@@ -55,7 +55,7 @@ def landed_episode_ids(platform: LocalPlatform, run_id: str) -> list[str]:
 def test_an_eval_run_lands_once_and_is_finalized_with_the_markers_status(
     platform: LocalPlatform, gateway: Gateway, http_exporter: SpanExporter
 ) -> None:
-    """RB-052, RB-091: samples and Prime Traces episodes land once; the summary carries traces_episodes_written."""
+    """Samples and Prime Traces episodes land once; the summary carries traces_episodes_written."""
     run_id = create_run(platform, "eval", "otlp-eval")
     resource = run_resource(run_id, "eval")
     episodes = fresh_episodes("eval", 3)
@@ -149,7 +149,7 @@ def test_a_run_silent_past_its_lease_is_closed_as_crashed(
 def test_a_training_run_gets_its_parquet_step_merged_metric_rows_and_completes(
     platform: LocalPlatform, gateway: Gateway, http_exporter: SpanExporter
 ) -> None:
-    """RB-107…RB-113 on the OTLP path: one metrics row per step (keys merged across requests), Parquet rows built
+    """On the OTLP path: one metrics row per step (keys merged across requests), Parquet rows built
     from the producers' v0 rows."""
     run_id = create_run(platform, "train", "otlp-train")
     resource = run_resource(run_id, "train")

@@ -39,7 +39,7 @@ def _stamped(index: int, run_id: str) -> dict[str, Any]:
 def test_an_eval_run_over_grpc_lands_the_same_rows_and_episodes_as_in_process_export(
     producer_env: LocalPlatform, gateway: Gateway, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """RB-091, RB-125: the sample table equals the fixture rows and Prime Traces the stamped fixture episodes."""
+    """The sample table equals the fixture rows and Prime Traces the stamped fixture episodes."""
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://{gateway.grpc_endpoint}")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
     episodes = load_episodes("eval")

@@ -1,5 +1,5 @@
 """The gateway builds training Parquet objects from the producers' v0 rows (it never holds episode objects): the
-rows must give exactly the Parquet rows the in-process path gives for the same episodes (RB-120…RB-129)."""
+rows must give exactly the Parquet rows the in-process path gives for the same episodes."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_rows_give_the_same_parquet_rows_as_the_episodes() -> None:
 
 
 def test_non_finite_advantage_and_rows_without_trajectory_match_too() -> None:
-    """RB-123, RB-129: a NaN advantage is null in both; an empty trajectory is skipped but consumes its id."""
+    """A NaN advantage is null in both; an empty trajectory is skipped but consumes its id."""
     records = load_records("train")
     records[0]["traces"][0]["info"]["advantage"] = NAN
     records[1]["traces"][0]["nodes"] = []
@@ -52,7 +52,7 @@ def test_non_finite_advantage_and_rows_without_trajectory_match_too() -> None:
 
 
 def test_an_oversize_episode_split_into_trace_rows_matches(monkeypatch: pytest.MonkeyPatch) -> None:
-    """RB-119: per-trace rows carry no native_wrapper; the summary row's advantage and the named env apply."""
+    """An oversize episode's per-trace rows carry no native_wrapper; the summary's advantage and env apply."""
     record = load_records("eval")[2]  # two traces: solver + judge
     record["run"] = load_records("train")[0]["run"]
     record["traces"][1]["info"] = {"advantage": 0.25}

@@ -1,4 +1,4 @@
-"""How a run ends (run-behaviour §5.3, §6, §7): each exit path leaves one status on the platform, written once.
+"""How a run ends (finish, ``with``, signals, atexit, ``on_error``): each exit path leaves one status, written once.
 
 Every producer is a real process: the context manager, atexit, signals and ``on_error`` only mean something
 when the interpreter actually unwinds, exits or dies.
@@ -29,7 +29,7 @@ OPEN = 'run = po.init(environments=["gsm8k"], model="m", sinks="traces")\nannoun
     ids=["finish-twice", "clean-with", "finish-inside-with"],
 )
 def test_a_finished_run_is_finalized_once_with_its_episodes(producer: Producer, body: str) -> None:
-    """RB-048, RB-051, RB-057, RB-064: finish (or a clean ``with``) finalizes once; repeats are no-ops."""
+    """finish (or a clean ``with``) drains the episodes, then finalizes once; repeated finishes are no-ops."""
     outcome = producer.run(body)
     assert outcome.returncode == 0, outcome.describe()
     view = PlatformView(producer.platform, outcome.run_id)
@@ -40,7 +40,7 @@ def test_a_finished_run_is_finalized_once_with_its_episodes(producer: Producer, 
 
 
 def test_fail_marks_the_run_failed_with_the_described_error(producer: Producer) -> None:
-    """RB-056, RB-058: ``fail(e)`` is ``finish(FAILED, "<Type>: <msg>")``."""
+    """``fail(e)`` is ``finish(FAILED, "<Type>: <msg>")``: one FAILED status write carrying that message."""
     outcome = producer.run(OPEN + 'run.log_episodes(episodes(1))\nrun.fail(ValueError("boom"))\n')
     assert outcome.returncode == 0, outcome.describe()
     view = PlatformView(producer.platform, outcome.run_id)
@@ -51,7 +51,7 @@ def test_fail_marks_the_run_failed_with_the_described_error(producer: Producer) 
 
 
 def test_an_exception_inside_with_fails_the_run_and_still_propagates(producer: Producer) -> None:
-    """RB-064, RB-065: the producer's exception is not swallowed nor replaced; the run says why it failed."""
+    """The producer's exception is neither swallowed nor replaced; the run is FAILED with "<Type>: <msg>"."""
     outcome = producer.run(
         OPEN + 'with run:\n    run.log_episodes(episodes(1))\n    raise RuntimeError("kaput")\nsay("AFTER")\n'
     )
@@ -65,7 +65,7 @@ def test_an_exception_inside_with_fails_the_run_and_still_propagates(producer: P
 
 
 def test_keyboard_interrupt_inside_with_cancels_the_run(producer: Producer) -> None:
-    """RB-064: an interrupt is a decision: CANCELLED, "interrupted", and Python still exits as interrupted."""
+    """An interrupt is a decision: CANCELLED, "interrupted", and Python still exits as interrupted."""
     outcome = producer.run(OPEN + "with run:\n    run.log_episodes(episodes(1))\n    raise KeyboardInterrupt\n")
     assert outcome.returncode == -signal.SIGINT
     assert "KeyboardInterrupt" in outcome.stderr
@@ -76,7 +76,7 @@ def test_keyboard_interrupt_inside_with_cancels_the_run(producer: Producer) -> N
 
 
 def test_a_real_ctrl_c_inside_with_cancels_the_run(producer: Producer) -> None:
-    """RB-064, §6.3: SIGINT is left to Python, so Ctrl-C arrives as KeyboardInterrupt inside ``with``."""
+    """SIGINT is left to Python, so Ctrl-C arrives as KeyboardInterrupt inside ``with`` and cancels the run."""
     running = producer.start(
         OPEN
         + 'with run:\n    run.log_episodes(episodes(1))\n    say("READY")\n    while True:\n        time.sleep(0.02)\n'
@@ -93,7 +93,7 @@ def test_a_real_ctrl_c_inside_with_cancels_the_run(producer: Producer) -> None:
 
 
 def test_sigterm_crashes_the_run_and_the_process_still_dies_by_sigterm(producer: Producer) -> None:
-    """RB-067: the run closes as crashed, then the default action runs: the process ends by SIGTERM."""
+    """On SIGTERM the run closes as crashed, then the default action runs: the process ends by SIGTERM."""
     running = producer.start(OPEN + 'run.log_episodes(episodes(1))\nsay("READY")\nwhile True:\n    time.sleep(0.02)\n')
     run_id = running.wait_for("RUN")
     running.wait_for("READY")
@@ -108,7 +108,7 @@ def test_sigterm_crashes_the_run_and_the_process_still_dies_by_sigterm(producer:
 
 
 def test_an_application_sigterm_handler_still_runs_after_the_run_is_closed(producer: Producer) -> None:
-    """RB-067, RB-068: a handler installed before init is chained, and sees the run already closed."""
+    """A SIGTERM handler installed before init is chained, and sees the run already closed."""
     running = producer.start(
         "def on_term(signum, frame):\n"
         '    say("HANDLER", {"signal": signum, "finished": run.finished, "status": run.status.value})\n'
@@ -133,7 +133,7 @@ def test_an_application_sigterm_handler_still_runs_after_the_run_is_closed(produ
     ids=["falls-off-the-end", "ctrl-c-outside-with", "sys-exit"],
 )
 def test_exiting_without_finishing_reports_a_crash_once(producer: Producer, ending: str, returncode: int) -> None:
-    """RB-066, §6.1: atexit closes an unfinished run as crashed, with a warning, after draining its records;
+    """atexit closes an unfinished run as crashed, with a warning, after draining its records;
     the process still ends the way the producer made it end."""
     outcome = producer.run(OPEN + "run.log_episodes(episodes(2))\n" + ending)
     assert outcome.returncode == returncode, outcome.describe()
@@ -145,7 +145,7 @@ def test_exiting_without_finishing_reports_a_crash_once(producer: Producer, endi
 
 
 def test_on_error_raise_surfaces_the_cause_at_flush_and_finish_stays_clean(producer: Producer) -> None:
-    """RB-070: the held failure is the original exception, raised once at flush; finish then raises nothing."""
+    """Under raise the held failure is the original exception, raised once at flush; finish then raises nothing."""
     producer.platform.inspect.add_fault(method="POST", path="/api/v1/traces", action="fail_before", status=401)
     outcome = producer.run(
         """\
@@ -172,7 +172,7 @@ def test_on_error_raise_surfaces_the_cause_at_flush_and_finish_stays_clean(produ
 
 
 def test_on_error_raise_surfaces_a_later_failure_at_the_end_of_finish(producer: Producer) -> None:
-    """RB-070, RB-054: a teardown failure after the flush is raised after the run is closed out."""
+    """Under raise a teardown failure does not stop the teardown; it is raised after the run is closed out."""
     inspect = producer.platform.inspect
     inspect.add_fault(method="POST", path="/api/v1/traces", action="fail_before", status=401)
     inspect.add_fault(method="PUT", path="/api/v1/evaluations/*", action="fail_before", status=500)
@@ -200,7 +200,7 @@ def test_on_error_raise_surfaces_a_later_failure_at_the_end_of_finish(producer: 
 
 
 def test_on_error_raise_is_swallowed_on_the_atexit_path(producer: Producer) -> None:
-    """RB-070, RB-066: an unfinished run under raise still closes as crashed at exit, with no traceback."""
+    """An unfinished run under raise still closes as crashed at exit, with no traceback: atexit swallows it."""
     producer.platform.inspect.add_fault(method="POST", path="/api/v1/traces", action="fail_before", status=401)
     outcome = producer.run(
         OPEN.replace('sinks="traces"', 'sinks="traces", on_error="raise"') + "run.log_episodes(episodes(1))\n"
@@ -217,7 +217,7 @@ def test_on_error_raise_is_swallowed_on_the_atexit_path(producer: Producer) -> N
 def test_a_platform_without_the_status_write_records_the_failure_in_metadata(
     local_platform: LocalPlatform, tmp_path: Path
 ) -> None:
-    """RB-059: the 404 latches; the status lands under metadata.prime_runs, merged into the whole config."""
+    """A 404 from the status write latches; the status lands under metadata.prime_runs, merged into the config."""
     producer = Producer(local_platform, tmp_path)
     outcome = producer.run(
         """\

@@ -1,4 +1,4 @@
-"""Who owns a run's lifecycle (run-behaviour §3.3 to §3.5, §13, otel-notes §7.4).
+"""Who owns a run's lifecycle across re-inits, spawned and forked processes, and ranks.
 
 The owner creates, advertises and closes the run; a re-init in the same process opens a fresh one; spawned
 processes join through ``PRIME_RUN_ID``; forked children keep logging over their own connections. However
@@ -21,7 +21,7 @@ def _assert_each_once(view: PlatformView, expected: list[str]) -> None:
 
 
 def test_a_second_init_opens_a_fresh_run_and_the_id_is_advertised_only_while_live(producer: Producer) -> None:
-    """RB-020, RB-032, RB-034, RB-036, RB-069: each init creates its own run, exports it, and withdraws it."""
+    """Each init creates its own run, advertises it in PRIME_RUN_ID while live, and withdraws it at finish."""
     outcome = producer.run(
         """\
         def advertised():
@@ -63,7 +63,7 @@ def test_a_second_init_opens_a_fresh_run_and_the_id_is_advertised_only_while_liv
 
 
 def test_an_explicit_id_overrides_an_inherited_run(producer: Producer) -> None:
-    """RB-032: attaching with ``id=`` assigns the variables, replacing what this process inherited."""
+    """Attaching with ``id=`` assigns the variables, replacing what this process inherited."""
     created = producer.run('run = po.init(environments=["gsm8k"], model="m", sinks="traces")\nannounce(run)\n')
     outcome = producer.run(
         """\
@@ -81,7 +81,7 @@ def test_an_explicit_id_overrides_an_inherited_run(producer: Producer) -> None:
 
 
 def test_a_spawned_child_joins_the_parents_run_and_leaves_closing_to_the_parent(producer: Producer) -> None:
-    """RB-033, RB-035, otel-notes §7.4: a spawn child's own init joins through PRIME_RUN_ID; no second run."""
+    """A spawn child's own init joins through PRIME_RUN_ID: no second run, and the child never closes it."""
     runs_before = len(producer.platform.inspect.runs())
     outcome = producer.run(
         """\
@@ -124,7 +124,7 @@ def test_a_spawned_child_joins_the_parents_run_and_leaves_closing_to_the_parent(
 
 
 def test_a_rank_without_a_run_to_join_logs_nothing_instead_of_opening_a_second_run(producer: Producer) -> None:
-    """RB-037: a non-zero rank with no id to join is a disabled handle, with a warning."""
+    """A non-zero rank with no id to join is a disabled handle, with a warning."""
     runs_before = len(producer.platform.inspect.runs())
     outcome = producer.run(
         'run = po.init(environments=["gsm8k"], model="m")\nsay("MODE", run.mode)\nrun.finish()\n',
@@ -139,7 +139,7 @@ def test_a_rank_without_a_run_to_join_logs_nothing_instead_of_opening_a_second_r
 
 @pytest.mark.slow
 def test_forked_children_log_into_the_parents_run_once_and_never_close_it(producer: Producer) -> None:
-    """RB-131, RB-133, §13: a child that exits normally drains at exit; one that ``os._exit``s after a flush
+    """A forked child that exits normally drains at exit; one that ``os._exit``s after a flush
     keeps what it flushed; neither uploads the parent's records nor closes the run. Real verifiers objects
     go to both sinks, so both tables must hold each episode once."""
     running = producer.start(
@@ -202,7 +202,7 @@ def test_forked_children_log_into_the_parents_run_once_and_never_close_it(produc
 
 
 def test_a_child_forked_during_an_upload_uses_its_own_connection_and_lock(producer: Producer) -> None:
-    """RB-132, RB-133: forked while an upload is in flight and the processor's lock is held, the child neither
+    """Forked while an upload is in flight and the processor's lock is held, the child neither
     deadlocks (an alarm would kill it) nor touches the parent's connection; every episode lands once."""
     producer.platform.inspect.add_fault(method="POST", path="/api/v1/traces", action="delay", delay_s=2)
     outcome = producer.run(

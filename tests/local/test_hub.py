@@ -1,4 +1,4 @@
-"""Environments hub: get-or-create by (name, team) and owner/name@latest (platform-contract §5.1)."""
+"""Environments hub: get-or-create by (name, team) and owner/name@latest."""
 
 from __future__ import annotations
 

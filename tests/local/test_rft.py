@@ -1,4 +1,4 @@
-"""External training runs: create, status, finalize, metrics, presigned objects (platform-contract §5.6)."""
+"""External training runs: create, status, finalize, metrics, presigned objects."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prime Traces upload and reads on the platform's origin (platform-contract §6)."""
+"""Prime Traces upload and reads on the platform's origin."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """verifiers objects are encoded without ``to_record()`` (prime_otel._model_records): what is uploaded must still be
-exactly ``to_record()``'s record (run-behaviour §10, §11; RB-122, RB-126), stamped the same way, for every graph
+exactly ``to_record()``'s record (for the v0 and Parquet rows too), stamped the same way, for every graph
 shape the generator makes (forks, second roots, failed calls without usage, compaction edges, several agents, NaN
 metrics); and any model the encoder does not recognise, or that encodes differently, goes through ``to_record()``."""
 

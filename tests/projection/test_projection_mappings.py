@@ -1,5 +1,5 @@
 """Episode records (JSON mappings, ``Episode.to_record()``) get exactly the v0 rows and Parquet rows their verifiers
-objects get (run-behaviour §10, RB-116/118/119/121/123): a differential test over the fixtures and a few hundred
+objects get: a differential test over the fixtures and a few hundred
 seeded random episodes, plus the mapping-only rules (ready rows, malformed records)."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from tests.projection._episode_gen import EpisodeGenerator
 
 CASES = 300
 CHUNK = 25
-# Small enough that most multi-trace generated episodes take the one-row-per-trace fallback (RB-119).
+# Small enough that most multi-trace generated episodes take the one-row-per-trace fallback for oversize episodes.
 TIGHT_LIMIT = 6000
 
 
@@ -88,7 +88,7 @@ def test_generated_records_give_the_rows_of_their_objects(generated: list[tuple[
 def test_generated_oversize_records_fall_back_like_their_objects(
     generated: list[tuple[Any, dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """RB-119: the same one-row-per-trace fallback, in the same cases, with the same rows."""
+    """An oversize episode record takes the same one-row-per-trace fallback, in the same cases, with the same rows."""
     monkeypatch.setattr(projection, "MAX_SAMPLES_PAYLOAD_BYTES", TIGHT_LIMIT)
     episodes = [episode for episode, _ in generated]
     expected = encode_samples(episodes)
@@ -160,7 +160,7 @@ def test_a_hand_made_record_projects_as_verifiers_reads_it() -> None:
 
 
 def test_fixture_training_records_give_the_uploaded_parquet_rows() -> None:
-    """RB-121/122/123: the three training records give the fixture's Parquet rows, as their objects do."""
+    """The three training records give the fixture's Parquet rows, as their objects do."""
     records = load_records("train")
     expected = _decode_fixture()
     assert _decode(episodes_to_parquet_bytes(records, TRAIN_RUN_ID, 10)) == expected

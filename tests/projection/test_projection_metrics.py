@@ -1,4 +1,4 @@
-"""Run summary: metrics.from_episodes (run-behaviour §1.6, RB-124)."""
+"""Run summary: metrics.from_episodes averages trainable traces (else all), metrics over rewards, per name."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The training viewer's Parquet object (run-behaviour §10.3, RB-113/121/122/123/129)."""
+"""The training viewer's Parquet object: its 19 columns, row rules, sample ids and non-finite values."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def _without_created_at(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_step_10_decodes_to_the_fixture_rows(train_episodes: list[Any]) -> None:
-    """RB-121/122/123: the three training episodes at step 10 give the uploaded rows (created_at aside)."""
+    """The three training episodes at step 10 give the uploaded rows (created_at aside)."""
     rows = _decode(episodes_to_parquet_bytes(train_episodes, TRAIN_RUN_ID, 10))
     assert _without_created_at(rows) == _without_created_at(load_json("train", "step-10.parquet.rows.json"))
     assert [row["sample_id"] for row in rows] == [0, 1, 2]
@@ -38,7 +38,7 @@ def test_step_10_decodes_to_the_fixture_rows(train_episodes: list[Any]) -> None:
 
 
 def test_schema_and_file_settings_match_the_uploaded_object(train_episodes: list[Any]) -> None:
-    """RB-121: exactly the 19 columns and types; snappy, dictionary-encoded, with statistics."""
+    """Exactly the 19 columns and types; snappy, dictionary-encoded, with statistics."""
     data = episodes_to_parquet_bytes(train_episodes, TRAIN_RUN_ID, 10)
     assert data is not None
     parquet = pq.ParquetFile(io.BytesIO(data))
@@ -55,7 +55,7 @@ def test_schema_and_file_settings_match_the_uploaded_object(train_episodes: list
 
 
 def test_json_columns_use_default_json_style(train_episodes: list[Any]) -> None:
-    """RB-123: ", "/": " separators, non-ASCII escaped; the advantage is added to every branch."""
+    """JSON columns use ", "/": " separators, non-ASCII escaped; the advantage is added to every branch."""
     record = load_records("train")[2]
     record["traces"][0]["task"]["data"]["prompt"] = "Über ☃"
     (row,) = _decode(episodes_to_parquet_bytes([episode_from_record(record)], "r", 10))
@@ -71,7 +71,7 @@ def test_json_columns_use_default_json_style(train_episodes: list[Any]) -> None:
 
 
 def test_sample_ids_count_from_the_offset(train_episodes: list[Any]) -> None:
-    """RB-113: sample_id = range * 2^32 + row index."""
+    """sample_id = range * 2^32 + row index."""
     offset = 3 * 2**32
     rows = _decode(episodes_to_parquet_bytes(train_episodes, TRAIN_RUN_ID, 20, sample_id_offset=offset))
     assert [row["sample_id"] for row in rows] == [offset, offset + 1, offset + 2]
@@ -79,7 +79,7 @@ def test_sample_ids_count_from_the_offset(train_episodes: list[Any]) -> None:
 
 
 def test_rows_without_a_trajectory_are_skipped_but_consume_their_id() -> None:
-    """RB-123: the empty-trajectory row is left out, its sample_id is not reused; no rows at all gives None."""
+    """The empty-trajectory row is left out, its sample_id is not reused; no rows at all gives None."""
     records = load_records("train")
     empty = records[1]
     empty["traces"][0]["nodes"] = []
@@ -94,7 +94,7 @@ def test_rows_without_a_trajectory_are_skipped_but_consume_their_id() -> None:
 
 
 def test_problem_id_falls_back_to_the_sample_id() -> None:
-    """RB-122: no example index ⇒ problem_id = sample_id."""
+    """No example index ⇒ problem_id = sample_id."""
     record = load_records("train")[0]
     record["traces"][0]["task"]["data"].pop("idx")
     (row,) = _decode(episodes_to_parquet_bytes([episode_from_record(record)], "r", 10, sample_id_offset=9))
@@ -102,7 +102,7 @@ def test_problem_id_falls_back_to_the_sample_id() -> None:
 
 
 def test_non_finite_values_become_null_and_the_row_survives() -> None:
-    """RB-129: reward and JSON columns carry null; the advantage column is null too (improvement over 0.1.4)."""
+    """Reward and JSON columns carry null; the advantage column is null too (improvement over 0.1.4)."""
     record = load_records("train")[0]
     trace = record["traces"][0]
     trace["rewards"] = {"correct": {"score": NAN, "weight": 1.0}}
@@ -123,7 +123,7 @@ def test_non_finite_values_become_null_and_the_row_survives() -> None:
 def test_an_oversize_episode_falls_back_to_rows_per_trace(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """RB-119 applies to the Parquet rows as to the v0 rows (both come from the same projection)."""
+    """The oversize-episode fallback to one row per trace applies to the Parquet rows as to the v0 rows."""
     record = load_records("eval")[2]  # two traces: solver + judge
     record["run"] = load_records("train")[0]["run"]
     episode = episode_from_record(record)

@@ -1,5 +1,5 @@
-"""Record helpers: recognising records, stamping the uploaded copy (run-behaviour §11), the two non-finite
-policies (§5.1 cleaning, §12 nullify) and the compact encoding, incl. the shared EncodedRecord."""
+"""Record helpers: recognising records, stamping the uploaded copy with the platform run, the two non-finite
+policies (cleaning drops them, nullify makes them null) and the compact encoding, incl. the shared EncodedRecord."""
 
 from __future__ import annotations
 
@@ -66,12 +66,12 @@ def test_to_mapping_refuses_anything_else_with_type_error(record: Any) -> None:
         to_mapping(record)
 
 
-# --- stamp_run (RB-125..RB-128) --------------------------------------------------------------------------------
+# --- stamp_run: only the uploaded copy carries the platform run ------------------------------------------------
 
 
 @pytest.mark.parametrize("kind", ["eval", "train"])
 def test_stamped_fixture_episodes_equal_the_uploaded_lines(kind: Kind) -> None:
-    """RB-125: the exact line 0.1.4 uploaded, byte for byte in compact JSON (key order included)."""
+    """Stamped, the fixture episodes are the exact line 0.1.4 uploaded, byte for byte (key order included)."""
     for record, expected in zip(load_records(kind), load_stamped(kind), strict=True):
         stamped = stamp_run(record, RUN_IDS[kind], kind)
         assert stamped == expected
@@ -79,7 +79,7 @@ def test_stamped_fixture_episodes_equal_the_uploaded_lines(kind: Kind) -> None:
 
 
 def test_stamp_run_never_mutates_the_producer_record() -> None:
-    """RB-125: the producer's object (and everything inside it) is untouched; only envelope/members/run are new."""
+    """The producer's object (and everything inside it) is untouched; only envelope/members/run are new."""
     record: dict[str, Any] = {
         "id": "e1",
         "run": {"type": "train", "id": "local-7", "name": "rn", "work": {"type": "train", "step": 3}},
@@ -95,7 +95,7 @@ def test_stamp_run_never_mutates_the_producer_record() -> None:
 
 
 def test_stamp_run_rekeys_envelope_and_members_keeping_name_and_work() -> None:
-    """RB-125/126: platform id and kind win over the producer's; name/work kept; members inherit the envelope."""
+    """Platform id and kind win over the producer's; name/work kept; members inherit the envelope."""
     record = {
         "id": "e1",
         "traces": [{"id": "t1"}, {"id": "t2", "run": {"name": "own", "id": "old", "type": "eval"}}, 7],
@@ -111,7 +111,7 @@ def test_stamp_run_rekeys_envelope_and_members_keeping_name_and_work() -> None:
 
 
 def test_stamp_run_appends_new_keys_and_starts_missing_blocks() -> None:
-    """RB-127: bare dicts on a training run carry type "train"; a missing run block is appended last."""
+    """Bare dicts on a training run carry type "train"; a missing run block is appended last."""
     stamped = stamp_run({"id": "e1", "traces": [{"id": "t1", "run": None}]}, "plat-1", "train")
     assert list(stamped) == ["id", "traces", "run"]
     assert stamped["run"] == {"id": "plat-1", "type": "train"}
@@ -158,7 +158,7 @@ def test_encoded_record_matches_stamp_run_on_odd_shapes(record: dict[str, Any]) 
 
 
 def test_encoded_record_nullifies_non_finite_values() -> None:
-    """RB-129: the uploaded copy carries null instead of refusing the record."""
+    """The uploaded copy carries null for NaN/±inf instead of refusing the record."""
     record: dict[str, Any] = {"id": "e1", "traces": [{"metrics": {"m": NAN}}], "run": {"work": {"step": INF}}}
     encoded = EncodedRecord(record)
     assert encoded.nullified
@@ -185,7 +185,7 @@ def test_encoded_record_finds_non_finite_values_in_run_blocks_too(record: dict[s
     assert encoded.stamped("R", "train") == compact_json(stamp_run(nullify(record), "R", "train"))
 
 
-# --- nullify (RB-129) ------------------------------------------------------------------------------------------
+# --- nullify: non-finite values become null --------------------------------------------------------------------
 
 
 def test_nullify_replaces_every_non_finite_float_and_turns_tuples_into_lists() -> None:
@@ -203,7 +203,7 @@ def test_nullify_returns_unchanged_containers_themselves() -> None:
     assert result is not changed and result["keep"] is inner
 
 
-# --- clean (RB-045) ------------------------------------------------------------------------------------------
+# --- clean: non-finite values and emptied mappings are dropped -------------------------------------------------
 
 
 @pytest.mark.parametrize(

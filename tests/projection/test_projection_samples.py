@@ -1,4 +1,4 @@
-"""v0 sample rows (run-behaviour §10.1, §10.2) and request packing (RB-105), on real verifiers episodes."""
+"""v0 sample rows and their packing into requests of at most 25 MiB, on real verifiers episodes."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ class CountingEpisode:
 
 
 def test_eval_rows_equal_the_uploaded_samples_body(eval_episodes: list[Any]) -> None:
-    """RB-116/118/120: the exact body 0.1.4 posted for the three eval episodes (JSON types included: reward 0)."""
+    """The exact body 0.1.4 posted for the three eval episodes (JSON types included: reward 0)."""
     expected = load_json("eval", "samples.json")
     rows = build_samples(eval_episodes)
     assert rows == expected["samples"]
@@ -88,7 +88,7 @@ def test_train_rows_equal_the_fixture_projection(train_episodes: list[Any]) -> N
 
 
 def test_row_keys_follow_the_contract_order_then_sub_rewards(eval_episodes: list[Any]) -> None:
-    """RB-116."""
+    """Row keys come in the v0 column order, then one top-level key per non-None sub-reward."""
     first, second, third = build_samples(eval_episodes)
     assert list(first) == [*V0_KEYS, "correct"]
     assert list(second) == V0_KEYS  # rewards {"correct": null}: no sub-reward column
@@ -97,7 +97,7 @@ def test_row_keys_follow_the_contract_order_then_sub_rewards(eval_episodes: list
 
 
 def test_episode_row_is_keyed_by_the_episode_and_wraps_the_unstamped_record(eval_episodes: list[Any]) -> None:
-    """RB-118/128: ``native_wrapper`` is the producer's record as it was, not the stamped copy."""
+    """The row's ``native_wrapper`` is the producer's record as it was, not the stamped copy."""
     records = load_records("eval")
     for episode, record, row in zip(eval_episodes, records, build_samples(eval_episodes), strict=True):
         assert row["sample_id"] == row["episode_id"] == episode.id
@@ -107,7 +107,7 @@ def test_episode_row_is_keyed_by_the_episode_and_wraps_the_unstamped_record(eval
 
 
 def test_trace_to_sample_projects_the_last_branch_and_every_branch(train_episodes: list[Any]) -> None:
-    """RB-116: completion = final branch's messages (system/user included); trajectory = one entry per branch."""
+    """completion = final branch's messages (system/user included); trajectory = one entry per branch."""
     trace = train_episodes[2].traces[0]
     row = trace_to_sample(trace)
     assert row["sample_id"] == trace.id and row["rollout_number"] == 1 and row["episode_id"] is None
@@ -123,7 +123,7 @@ def test_trace_to_sample_projects_the_last_branch_and_every_branch(train_episode
 
 
 def test_summary_trace_is_the_first_trainable_else_the_first() -> None:
-    """RB-117: a judge listed first does not represent the episode."""
+    """The summary trace is the first trainable one: a judge listed first does not represent the episode."""
     record = load_records("eval")[2]
     record["traces"].reverse()  # judge first, then solver
     episode = episode_from_record(record)
@@ -140,7 +140,7 @@ def test_summary_trace_is_the_first_trainable_else_the_first() -> None:
 
 
 def test_rollouts_are_numbered_per_example_across_streaming_calls(eval_episodes: list[Any]) -> None:
-    """RB-120 (and RB-103's persistent counter): numbering keyed by the summary task's idx, starting at 1."""
+    """Numbering is keyed by the summary task's idx, starts at 1, persists across calls; no row without traces."""
     record = load_records("eval")[0]
     record["traces"] = []
     traceless = episode_from_record(record)
@@ -159,7 +159,7 @@ def test_rollouts_are_numbered_per_example_across_streaming_calls(eval_episodes:
 
 
 def test_sub_rewards_never_clobber_a_column() -> None:
-    """RB-116: a sub-reward named ``reward`` or ``task`` leaves the column alone; others are flattened."""
+    """A sub-reward named ``reward`` or ``task`` leaves the column alone; others are flattened."""
     record = load_records("eval")[0]
     record["traces"][0]["rewards"] = {
         "reward": {"score": 0.25, "weight": 2.0},
@@ -185,7 +185,7 @@ def _nan_episode() -> Any:
 
 
 def test_non_finite_values_become_null_and_the_row_survives() -> None:
-    """RB-116/129: NaN/inf in rewards, metrics, timing, info (and inside the wrapper) are null; tuples are lists."""
+    """NaN/inf in rewards, metrics, timing, info (and inside the wrapper) are null; tuples are lists."""
     (sample,) = encode_samples([_nan_episode()])
     row = sample.row
     assert row["reward"] is None and row["correct"] is None and row["style"] is None
@@ -228,7 +228,7 @@ def test_an_encoded_record_with_nan_wraps_its_nullified_record() -> None:
     assert json.loads(sample.data) == sample.row == encode_episode_samples(episode, 1)[0].row
 
 
-# --- oversize episodes (RB-119) --------------------------------------------------------------------------------
+# --- oversize episodes: one row per trace ----------------------------------------------------------------------
 
 
 def test_an_episode_over_the_limit_falls_back_to_one_row_per_trace(caplog: pytest.LogCaptureFixture) -> None:
@@ -258,7 +258,7 @@ def test_the_fallback_uses_the_exact_compact_size(eval_episodes: list[Any], monk
     assert [row["agent"] for row in rows] == ["solver", "judge"]
 
 
-# --- packing (RB-105) ------------------------------------------------------------------------------------------
+# --- packing: greedy, at most 25 MiB per request ---------------------------------------------------------------
 
 
 _ROW_OVERHEAD = len(compact_json({"sample_id": "s", "pad": ""}))
@@ -300,7 +300,7 @@ def test_one_byte_more_starts_a_second_request() -> None:
 
 
 def test_a_row_that_fits_alone_exactly_is_sent_and_one_byte_more_is_refused() -> None:
-    """RB-105: refusing beats reporting a complete run that is missing rows."""
+    """A single row over the limit is refused: that beats reporting a complete run that is missing rows."""
     (request,) = pack_sample_requests([_row(MAX_SAMPLES_PAYLOAD_BYTES - ENVELOPE_BYTES)])
     assert len(request.body) == MAX_SAMPLES_PAYLOAD_BYTES
     with pytest.raises(ValueError, match="sample 1 is too large"):
@@ -308,7 +308,7 @@ def test_a_row_that_fits_alone_exactly_is_sent_and_one_byte_more_is_refused() ->
 
 
 def test_packing_keeps_order_sources_and_nullifies_pass_through_rows(eval_episodes: list[Any]) -> None:
-    """Pass-through v0 rows holding NaN are sent with null (run-behaviour §12 [rec]) instead of refused."""
+    """Pass-through v0 rows holding NaN are sent with null instead of refused."""
     samples = encode_samples(eval_episodes)
     ready = {"sample_id": "ready-1", "reward": NAN, "metrics": {"m": (INF, 1.0)}}
     mixed: list[dict[str, Any] | EncodedSample] = [*samples, ready]

@@ -31,7 +31,7 @@ def _stamped(index: int, run_id: str) -> dict[str, Any]:
 def test_dual_sinks_land_fixture_rows_and_stamped_episodes_exactly_once(
     platform_env: LocalPlatform, tmp_path: Path
 ) -> None:
-    """RB-091, RB-125, RB-116, RB-052: what lands equals the fixtures (the platform id replaces the producer's)."""
+    """Both tables hold what the fixtures hold (the platform id replaces the producer's); the summary counts them."""
     config = tmp_path / "eval.toml"
     config.write_text(CONFIG_TEXT)
     episodes = load_episodes("eval")
@@ -58,7 +58,7 @@ def test_dual_sinks_land_fixture_rows_and_stamped_episodes_exactly_once(
 def test_traces_disabled_retires_that_sink_quietly_and_the_legacy_table_stays_complete(
     platform_env: LocalPlatform,
 ) -> None:
-    """RB-072, RB-098: outside the traces beta nothing is lost and nothing raises, even under on_error='raise'."""
+    """Outside the traces beta nothing is lost and nothing raises, even under on_error='raise'."""
     platform_env.inspect.settings(traces="disabled")
     episodes = load_episodes("eval")
     run = po.init(environments=["gsm8k"], model="m", on_error="raise")
@@ -74,7 +74,7 @@ def test_traces_disabled_retires_that_sink_quietly_and_the_legacy_table_stays_co
 def test_traces_policy_falls_back_to_the_legacy_table_only_when_traces_are_not_enabled(
     platform_env: LocalPlatform,
 ) -> None:
-    """RB-092: exclusive routing writes the legacy table only after service_not_enabled."""
+    """Exclusive routing writes the legacy table only after service_not_enabled."""
     episodes = load_episodes("eval")
     run = po.init(environments=["gsm8k"], model="m", sinks="traces")
     run.log_episodes(episodes)
@@ -90,7 +90,7 @@ def test_traces_policy_falls_back_to_the_legacy_table_only_when_traces_are_not_e
 
 
 def test_an_ambiguous_failure_on_create_gives_one_evaluation_or_a_clear_error(platform_env: LocalPlatform) -> None:
-    """RB-141: the create POST is never replayed after a 502 that followed the work."""
+    """The create POST is never replayed after a 502 that followed the work."""
     platform_env.inspect.add_fault(method="POST", path="/api/v1/evaluations/", action="fail_after", status=502)
     before = len(platform_env.inspect.runs())
     with pytest.raises(po.RetryableAPIError):
@@ -99,7 +99,7 @@ def test_an_ambiguous_failure_on_create_gives_one_evaluation_or_a_clear_error(pl
 
 
 def test_an_ambiguous_failure_on_samples_costs_that_batch_and_never_duplicates(platform_env: LocalPlatform) -> None:
-    """RB-104/RB-106: the batch is counted as failed; the rows the server did store appear once."""
+    """Samples are not replayed: the batch is counted as failed; the rows the server did store appear once."""
     platform_env.inspect.add_fault(method="POST", path="/api/v1/evaluations/*/samples", action="fail_after", status=502)
     episodes = load_episodes("eval")
     run = po.init(environments=["gsm8k"], model="m")
@@ -123,7 +123,7 @@ def test_a_rate_limit_is_waited_out_and_nothing_is_lost(platform_env: LocalPlatf
 
 
 def test_three_transient_failures_retire_the_samples_sink_and_the_counts_say_so(platform_env: LocalPlatform) -> None:
-    """RB-082: each failed batch is counted; later batches are counted as failed without being sent."""
+    """Each failed batch is counted; after three, later batches are counted as failed without being sent."""
     platform_env.inspect.add_fault(
         method="POST", path="/api/v1/evaluations/*/samples", action="fail_before", status=503, times=None
     )
@@ -157,7 +157,7 @@ def test_a_platform_that_is_down_at_finish_keeps_the_records_for_a_later_sync(
     platform_env: LocalPlatform, tmp_path: Path
 ) -> None:
     """A bounded finish; what could not be sent stays in the run's spool and `prime-otel sync` delivers it once,
-    after the producer is gone (RB-050, issue 6)."""
+    after the producer is gone (issue 6)."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     producer = subprocess.Popen(
         [sys.executable, "-c", _DOWN_AT_FINISH_PRODUCER],

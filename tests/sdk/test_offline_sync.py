@@ -1,4 +1,4 @@
-"""Offline runs on disk, and ``prime-otel sync`` uploading them later (RB-135, RB-136)."""
+"""Offline runs on disk (a real run: local id, no network, append-only files), and ``prime-otel sync`` later."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The records processor: bounded queue, coalescing, barriers, strikes and retirement (RB-073…RB-090)."""
+"""The records processor: bounded queue, coalescing, barriers, strikes and retirement, loss counting."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_records_reach_every_sink_in_order_and_become_episode_spans() -> None:
 
 
 def test_a_full_queue_blocks_briefly_then_drops_and_counts_the_new_batch() -> None:
-    """RB-074/RB-089: the producer is never stalled longer than the put timeout; the loss is counted."""
+    """The producer is never stalled longer than the put timeout; the dropped batch is counted."""
     exporter = RecordingExporter()
     exporter.gate.clear()
     processor = RecordProcessor([SinkSlot(exporter)], RESOURCE, max_queue_batches=1, put_timeout=0.05)
@@ -75,7 +75,7 @@ def test_a_full_queue_blocks_briefly_then_drops_and_counts_the_new_batch() -> No
 
 
 def test_batches_queued_during_one_request_coalesce_but_kinds_never_mix() -> None:
-    """RB-076/RB-077."""
+    """Batches queued during one request coalesce into one dispatch, but episodes and traces never mix."""
     exporter = RecordingExporter()
     exporter.gate.clear()
     processor = RecordProcessor([SinkSlot(exporter)], RESOURCE)
@@ -92,7 +92,7 @@ def test_batches_queued_during_one_request_coalesce_but_kinds_never_mix() -> Non
 
 
 def test_three_transient_failures_retire_an_eval_sink_and_later_batches_count_as_failed() -> None:
-    """RB-082/RB-078: strikes, then retirement; skipped batches of a retired sink are failures."""
+    """Three transient failures retire an eval sink; batches skipped by a retired sink count as failed."""
     failing, healthy = RecordingExporter("failing"), RecordingExporter("healthy")
     failing.failures = [RetryableAPIError("503", status_code=503) for _ in range(3)]
     slot = SinkSlot(failing)
@@ -106,7 +106,7 @@ def test_three_transient_failures_retire_an_eval_sink_and_later_batches_count_as
 
 
 def test_a_success_resets_strikes() -> None:
-    """RB-080."""
+    """A success resets the sink's strikes."""
     exporter = RecordingExporter()
     exporter.failures = [RetryableAPIError("503", status_code=503), RetryableAPIError("503", status_code=503)]
     slot = SinkSlot(exporter)
@@ -119,7 +119,7 @@ def test_a_success_resets_strikes() -> None:
 
 
 def test_a_record_rejection_costs_only_its_batch() -> None:
-    """RB-081."""
+    """A record rejection loses only its batch: the sink stays enabled and its strikes are unchanged."""
     exporter = RecordingExporter()
     exporter.failures = [ValidationRejectedError("bad", status_code=400)]
     slot = SinkSlot(exporter)
@@ -133,7 +133,7 @@ def test_a_record_rejection_costs_only_its_batch() -> None:
 
 
 def test_a_permanent_failure_retires_at_once_even_for_a_training_sink() -> None:
-    """RB-083."""
+    """A permanent failure retires the sink at once, with no cooldown even for training."""
     exporter = RecordingExporter()
     exporter.failures = [UnauthorizedError("no", status_code=401)]
     slot = SinkSlot(exporter, pause_seconds=300)
@@ -144,7 +144,7 @@ def test_a_permanent_failure_retires_at_once_even_for_a_training_sink() -> None:
 
 
 def test_a_paused_training_sink_revives_after_its_cooldown() -> None:
-    """RB-082/RB-084 with an injected clock."""
+    """Three transient failures pause a training sink; it revives at the first dispatch after the cooldown."""
     now = [0.0]
     exporter = RecordingExporter()
     exporter.failures = [RetryableAPIError("503", status_code=503) for _ in range(3)]
@@ -161,7 +161,7 @@ def test_a_paused_training_sink_revives_after_its_cooldown() -> None:
 
 
 def test_the_uploader_survives_an_exporter_that_raises_anything() -> None:
-    """RB-085."""
+    """The uploader thread survives any exception an exporter raises."""
     exporter = RecordingExporter()
     exporter.failures = [RuntimeError("boom")]
     processor = RecordProcessor([SinkSlot(exporter)], RESOURCE)
@@ -195,7 +195,7 @@ def test_episode_spans_from_a_plain_tracer_carry_their_record_and_child_spans() 
 
 
 def test_close_writes_what_was_queued_then_refuses_new_records() -> None:
-    """RB-075/RB-087."""
+    """Close writes what was queued before it; a submit after close is refused and not counted as dropped."""
     exporter = RecordingExporter()
     processor = RecordProcessor([SinkSlot(exporter)], RESOURCE)
     processor.submit([episode(1)])

@@ -52,7 +52,7 @@ def decoded_episode_ids(platform: LocalPlatform, run_id: str, step: int) -> list
 def test_a_training_loop_gives_one_metrics_row_per_step_and_a_parquet_object_per_tenth_step(
     train_env: LocalPlatform,
 ) -> None:
-    """60 steps x 16 episodes, metrics every step (RB-043, RB-107…RB-113)."""
+    """60 steps x 16 episodes, metrics every step: one row per step, one object per tenth step, unique ids."""
     run = po.init(kind="train", name="loop", model="Qwen/Qwen3-8B", environments=["gsm8k"], sinks="legacy")
     dispatched: dict[int, list[str]] = {}
     for step in range(1, 61):
@@ -83,7 +83,7 @@ def test_a_training_loop_gives_one_metrics_row_per_step_and_a_parquet_object_per
 
 
 def test_a_forked_child_logging_the_same_step_keeps_sample_ids_unique(train_env: LocalPlatform) -> None:
-    """RB-113/RB-133: the child's objects number their ids in a band the parent never reaches."""
+    """A forked child's objects number their sample ids in a band the parent never reaches."""
     run = po.init(kind="train", model="m", environments=["gsm8k"], sinks="legacy")
     run.log_episodes([training_episode(10, i) for i in range(4)])
     assert run.flush(30)
@@ -110,7 +110,7 @@ def test_a_forked_child_logging_the_same_step_keeps_sample_ids_unique(train_env:
 def test_an_rft_outage_pauses_the_sinks_then_everything_is_delivered_from_the_spool_once(
     train_env: LocalPlatform, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """RB-082/RB-084 and issue 6: training sinks pause instead of retiring; what failed during the outage is
+    """Training sinks pause instead of retiring (issue 6); what failed during the outage is
     kept in the spool and replayed after the pause, so every step's row and object lands exactly once."""
     monkeypatch.setattr(_init, "TRAINING_PAUSE_SECONDS", 1.0)
     run = po.init(kind="train", model="m", environments=["gsm8k"], sinks="legacy", samples_step_interval=1)
@@ -139,13 +139,13 @@ def test_an_rft_outage_pauses_the_sinks_then_everything_is_delivered_from_the_sp
 
 
 def test_a_team_outside_the_allowlist_gets_forbidden_from_init(train_env: LocalPlatform) -> None:
-    """RB-027."""
+    """A 403 on create surfaces from ``init`` as ForbiddenError."""
     with pytest.raises(po.ForbiddenError):
         po.init(kind="train", model="m", environments=["gsm8k"], team_id="team_other")
 
 
 def test_training_needs_a_model_and_a_team(train_env: LocalPlatform, monkeypatch: pytest.MonkeyPatch) -> None:
-    """RB-025."""
+    """Creating a training run without a model or a team raises ConfigurationError."""
     with pytest.raises(po.ConfigurationError, match="model"):
         po.init(kind="train", environments=["gsm8k"])
     monkeypatch.delenv("PRIME_TEAM_ID")
@@ -154,7 +154,7 @@ def test_training_needs_a_model_and_a_team(train_env: LocalPlatform, monkeypatch
 
 
 def test_attach_keeps_the_launchers_failure_marking_but_a_clean_finish_completes(train_env: LocalPlatform) -> None:
-    """RB-029/RB-031: attached runs make no request at init; finalize on COMPLETED only."""
+    """Attached runs make no request at init; they finalize on COMPLETED and leave other statuses alone."""
     owner = po.init(kind="train", model="m", environments=["gsm8k"])
     requests_before = len(train_env.inspect.requests(limit=10_000))
     attached = po.init(kind="train", id=owner.id)
@@ -170,7 +170,7 @@ def test_attach_keeps_the_launchers_failure_marking_but_a_clean_finish_completes
 
 
 def test_a_hosted_runs_internal_root_is_accepted_with_its_token(train_env: LocalPlatform) -> None:
-    """platform-contract §1.1: the run token travels as x-api-key; finalize and metrics go through /api/internal."""
+    """A hosted run's token travels as x-api-key; finalize and metrics go through /api/internal."""
     hosted = train_env.inspect.hosted_run("train", name="hosted")
     run = po.init(
         kind="train",
@@ -189,7 +189,7 @@ def test_a_hosted_runs_internal_root_is_accepted_with_its_token(train_env: Local
 
 
 def test_finalize_is_replayed_after_an_ambiguous_failure(train_env: LocalPlatform) -> None:
-    """RB-060/RB-141: /rft/finalize is compare-and-set, so the replay after fail_after succeeds once."""
+    """/rft/finalize is compare-and-set, so the replay after fail_after succeeds once."""
     run = po.init(kind="train", model="m", environments=["gsm8k"])
     train_env.inspect.add_fault(method="POST", path="/api/v1/rft/finalize", action="fail_after", status=502)
     run.finish()
@@ -202,7 +202,7 @@ def test_finalize_is_replayed_after_an_ambiguous_failure(train_env: LocalPlatfor
 def test_without_pyarrow_the_parquet_sink_turns_itself_off_and_traces_still_flow(
     train_env: LocalPlatform, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """RB-115: one warning, nothing counted as lost, Prime Traces gets every episode."""
+    """Without pyarrow: one warning, nothing counted as lost, Prime Traces gets every episode."""
     from prime_otel.exporters import rft_samples
 
     monkeypatch.setattr(rft_samples, "parquet_available", lambda: False)
