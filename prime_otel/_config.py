@@ -78,7 +78,7 @@ def resolve_settings(
     if api_key is None:
         api_key = env("PRIME_API_KEY") or file_str("api_key") or ""
     if team_id is None:
-        # An empty PRIME_TEAM_ID counts as unset: sending `"team_id": ""` is a 0.1.4 defect (D9).
+        # An empty PRIME_TEAM_ID counts as unset: sending `"team_id": ""` is a 0.1.4 defect.
         team_id = env("PRIME_TEAM_ID") or file_str("team_id")
     base = base_url or env("PRIME_API_BASE_URL") or env("PRIME_BASE_URL") or file_str("base_url") or DEFAULT_BASE_URL
     frontend = env("PRIME_FRONTEND_URL") or file_str("frontend_url") or DEFAULT_FRONTEND_URL

@@ -24,7 +24,7 @@ EPISODE_OK = "prime.episode.ok"
 RUN_STEP = "prime.run.step"
 CONVERSATION_ID = "gen_ai.conversation.id"
 #: The producer's whole record (``to_record()``), unstamped, as compact JSON: a string costs ~0.5 ms to
-#: encode into OTLP where a nested map costs ~20 ms for a large episode (otel-notes §2.2).
+#: encode into OTLP where a nested map costs ~20 ms for a large episode.
 RECORD_JSON = "prime.record.json"
 #: The same record as a map attribute (opentelemetry-api >= 1.45 keeps nested maps), for plain-API producers.
 RECORD_MAP = "prime.record"

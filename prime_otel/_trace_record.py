@@ -1,4 +1,4 @@
-"""What verifiers 0.4.0 derives from a trace (records.md §2.1), computed over a trace record as it appears in
+"""What verifiers 0.4.0 derives from a trace, computed over a trace record as it appears in
 ``Episode.to_record()``'s ``traces``: plain JSON, no models. Values nested in the record are returned as they
 are (shared, not copied)."""
 

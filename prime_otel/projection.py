@@ -1,7 +1,7 @@
 """Projections of native episodes onto the platform's legacy tables: v0 eval-sample rows
 for ``POST /evaluations/{id}/samples`` and the training viewer's Parquet object.
 
-Duck-typed against verifiers 0.4.0 episodes and traces (records.md §6); verifiers is never imported. An episode
+Duck-typed against verifiers 0.4.0 episodes and traces; verifiers is never imported. An episode
 may also be its JSON record (``Episode.to_record()``: a mapping with a ``traces`` key), projected to the same rows
 by verifiers' rules over the plain JSON (:mod:`prime_otel._trace_record`); such rows share sub-objects with the
 record.

@@ -1,5 +1,5 @@
 """Loaders for tests/fixtures: the JSON files, and REAL verifiers 0.4.0 objects rebuilt from the records the way
-verifiers reloads a run's results (records.md §4: ``read_episodes(dir, WireTrace)`` / ``WireEpisode``).
+verifiers reloads a run's results (``read_episodes(dir, WireTrace)`` / ``WireEpisode``).
 
 Every call returns fresh objects, so a test may edit what it gets.
 """

@@ -32,7 +32,7 @@ def build_create_body(
     metadata: Mapping[str, Any] | None = None,
     team_id: str | None = None,
 ) -> dict[str, Any]:
-    """The ``POST /evaluations/`` body, keys in §5.2 order; None (and an empty metadata) is omitted, ``""`` kept."""
+    """The ``POST /evaluations/`` body, keys in fixed order; None (and an empty metadata) is omitted, ``""`` kept."""
     body: dict[str, Any] = {"name": name, "environments": [dict(env) for env in environments], "tags": list(tags)}
     optional = {
         "model_name": model,

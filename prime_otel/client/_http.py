@@ -180,7 +180,7 @@ class PlatformHTTP:
         timeout: httpx.Timeout | None = None,
         absolute_url: bool = False,
     ) -> dict[str, Any]:
-        """Send one call (retrying per §7) and return its JSON object; ``content`` is an already encoded body."""
+        """Send one call (retried per its policy) and return its JSON object; ``content`` is an already encoded body."""
         method = method.upper()
         body = content if content is not None else (encode_json(json) if json else None)
         url = path if absolute_url else self.root.prefix + path

@@ -1,5 +1,5 @@
 """OTLP/HTTP bodies: content types, compression, protobuf and OTLP/JSON into request messages, and responses in
-the request's own content type (otel-notes §8).
+the request's own content type.
 
 OTLP/JSON carries trace and span ids as hex, which protobuf's JSON parser would silently read as base64 (a
 hex id is valid base64, giving 24-byte ids), so ids are converted before parsing.
@@ -17,7 +17,7 @@ from google.protobuf.message import DecodeError, Message
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
-#: Decoded request bodies above this are refused; the Collector's exporters send far less (otel-notes §9.1).
+#: Decoded request bodies above this are refused; the Collector's exporters send far less.
 MAX_BODY_BYTES = 128 * 1024 * 1024
 
 _ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"})

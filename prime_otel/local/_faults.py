@@ -1,4 +1,4 @@
-"""Fault injection per route: fixed answers, latency, rate limits, and "commit then fail" (contract §8.8).
+"""Fault injection per route: fixed answers, latency, rate limits, and "commit then fail".
 
 ``fail_after`` and ``reset_after`` let the request do its work and then lose the answer (a 502/504,
 or a dropped connection), which is how a client's no-replay rules are proven.

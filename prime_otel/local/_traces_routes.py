@@ -1,4 +1,4 @@
-"""Prime Traces on the platform's origin: the upload (P1) and the reads a viewer needs (contract §6)."""
+"""Prime Traces on the platform's origin: the upload and the reads a viewer needs."""
 
 from __future__ import annotations
 

@@ -327,7 +327,7 @@ def test_at_most_five_attempts(make_http, sleeps) -> None:
 
 
 def test_redirect_loop_is_permanent_not_transient(make_http, sleeps) -> None:
-    """D14: too many redirects is not worth retrying."""
+    """Too many redirects is not worth retrying (0.1.4 retried it five times)."""
     http, _ = make_http(httpx.Response(302, headers={"Location": "https://api.test/api/v1/x"}))
     with pytest.raises(APIError, match="too many redirects") as caught:
         http.request("GET", "/x")
@@ -435,7 +435,7 @@ def _suppression_seen(script_key: str) -> tuple[Script, list[object]]:
 
 @pytest.mark.parametrize("with_instrumentation_package", [True, False])
 def test_requests_run_with_instrumentation_suppressed(monkeypatch, with_instrumentation_package: bool) -> None:
-    """otel-notes pitfall 19: our uploads must not become spans that are uploaded again."""
+    """Our uploads must not become spans that are uploaded again."""
     if not with_instrumentation_package:
         monkeypatch.setattr(http_module, "_suppress_instrumentation", None)
     script, seen = _suppression_seen(otel_context._SUPPRESS_INSTRUMENTATION_KEY)

@@ -1,6 +1,6 @@
 """The prime-otel Collector distribution (collector-config/): built with the official OpenTelemetry Collector
 Builder, its configs accepted by the built binary, and the agent's load balancing on ``run.id`` observed end to
-end against two Python OTLP/gRPC receivers standing in for two prime-otel gateways (otel-notes §9.2)."""
+end against two Python OTLP/gRPC receivers standing in for two prime-otel gateways."""
 
 from __future__ import annotations
 

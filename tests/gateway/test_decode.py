@@ -1,4 +1,4 @@
-"""Decoding OTLP requests (otel-notes §8): protobuf and OTLP/JSON (hex ids, int64 as strings), gzip/deflate,
+"""Decoding OTLP requests: protobuf and OTLP/JSON (hex ids, int64 as strings), gzip/deflate,
 and the HTTP receiver's answers (same content type, 400 malformed, 415 unsupported, partial_success)."""
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def test_protobuf_requests_decode_to_the_run_and_its_spans() -> None:
 
 
 def test_otlp_json_ids_are_hex_and_int64_are_strings() -> None:
-    """otel-notes pitfall 10: a naive proto3-JSON parse would read the hex ids as base64 (24 bytes)."""
+    """A naive proto3-JSON parse would read the hex ids as base64 (24 bytes)."""
     request = parse_request(ExportTraceServiceRequest, json.dumps(OTLP_JSON).encode(), JSON)
     span = request.resource_spans[0].scope_spans[0].spans[0]
     assert span.trace_id == bytes.fromhex(TRACE_ID)

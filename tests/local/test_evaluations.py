@@ -1,4 +1,4 @@
-"""Evaluations: create, document replace, append-only samples, lifecycle and the status write (§5.2 to §5.5)."""
+"""Evaluations: create, document replace, append-only samples, lifecycle and the status write."""
 
 from __future__ import annotations
 

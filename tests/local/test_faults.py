@@ -1,4 +1,4 @@
-"""Fault injection: each action, counting down, ordering, and the commit-then-fail variants (§8.8)."""
+"""Fault injection: each action, counting down, ordering, and the commit-then-fail variants."""
 
 from __future__ import annotations
 

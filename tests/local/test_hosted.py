@@ -1,4 +1,4 @@
-"""Hosted runs: reachable through /api/internal with their own token, refused on the public root (§1.1, §8.1)."""
+"""Hosted runs: reachable through /api/internal with their own token, refused on the public root."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Per-token request limits: evaluation samples and training metrics answer 429 with Retry-After (§5.5, §5.6).
+"""Per-token request limits: evaluation samples and training metrics answer 429 with Retry-After.
 
 A server of their own: the shared one's key has already spent part of its minute.
 """

@@ -1,4 +1,4 @@
-"""Seeded random episode records in verifiers 0.4.0's shape (records.md §1-§2), for property-style tests: multi-turn
+"""Seeded random episode records in verifiers 0.4.0's shape, for property-style tests: multi-turn
 chains, graph forks from rewritten histories and second roots, semantic edges, tool calls, failed calls, length
 finishes, null and weighted rewards, several agents (some not trainable), NaN metrics and omitted optional
 fields. Every record validates as a verifiers ``WireEpisode``."""
