@@ -8,6 +8,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ._metric_values import python_scalar
+
 # One encoder per style: json.dumps builds a fresh encoder on every call with non-default options.
 _COMPACT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
@@ -89,9 +91,10 @@ _DROP: Any = object()
 
 
 def clean(values: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of a metrics row or summary fit for strict JSON: non-finite floats are
-    dropped, a key whose value is or becomes an empty mapping is dropped, lists and tuples become lists without
-    the dropped items. Only identity and type checks are used: an array-like must never be compared."""
+    """A copy of a run summary fit for strict JSON: numpy and other numeric scalars become plain numbers,
+    non-finite floats are dropped, a key whose value is or becomes an empty mapping is dropped, lists and tuples
+    become lists without the dropped items. Only identity and type checks are used: an array-like must never be
+    compared. (Metrics rows have their own, stricter policy: ``_metric_values.metric_row``.)"""
     return _clean_mapping(values)
 
 
@@ -112,7 +115,10 @@ def _clean(value: Any) -> Any:
         return _clean_mapping(value)
     if isinstance(value, (list, tuple)):
         return [kept for kept in map(_clean, value) if kept is not _DROP]
-    return value
+    if value is None or isinstance(value, (str, int)):
+        return value
+    scalar = python_scalar(value)
+    return value if scalar is None else _clean(scalar)
 
 
 def compact_json(obj: Any) -> bytes:

@@ -23,6 +23,7 @@ from ._backends import RunBackend
 from ._containment import ErrorNotes, describe
 from ._exit_paths import SIGNAL_FINISH_TIMEOUT_SECONDS, AtexitHook, SignalChain
 from ._fork import register_for_fork_reset
+from ._metric_values import metric_row
 from ._offline import RUN_FILE, OfflineRunWriter, write_json_atomically
 from ._records import clean
 from ._report import DeliveryReport, SinkReport
@@ -222,13 +223,17 @@ class Run:
             self._parts.processor.submit(batch)
 
     def log_metrics(self, values: Mapping[str, Any], *, step: int | None = None) -> None:
-        """Per-step training metrics; a no-op on eval runs."""
+        """Per-step training metrics; a no-op on eval runs.
+
+        Values must be numbers: ints, floats, bools (stored as 1 or 0), numpy scalars and 0-d arrays (converted to
+        plain ints and floats) or ``None``; NaN and ±inf are stored as null. ``step`` (or a ``"step"`` key, which
+        wins) must be an integer from 0 to 2**53 - 1. Anything else raises ``TypeError`` or ``ValueError`` naming
+        the key, and nothing of that call is queued.
+        """
         self._check_live("log_metrics")
         if self.kind != "train":
             return
-        row = clean(values)
-        if step is not None:
-            row.setdefault("step", step)
+        row: dict[str, Any] = metric_row(values, step)
         row.setdefault("_timestamp", time.time())
         if self._parts.offline is not None:
             self._parts.offline.write_metrics(row)

@@ -31,6 +31,7 @@ from opentelemetry.sdk.metrics.export import (
 )
 
 from .._conventions import RUN_STEP
+from .._metric_values import MAX_STEP
 from ..client import TrainingRunsAPI
 from ..errors import is_permanent, is_transient
 from ._base import SinkStats, SinkWriteError
@@ -49,12 +50,13 @@ _ALL_DELTA: dict[type, AggregationTemporality] = {
 
 class StepRowExporter(MetricExporter):
     """Turns one collection into rows ``{name: value}``, one per ``prime.run.step`` attribute value (None for
-    points without one); a histogram contributes its mean."""
+    points without one, or whose step is not an integer from 0 to 2**53 - 1); a histogram contributes its mean,
+    an integer gauge or counter its integer."""
 
     def __init__(self) -> None:
         super().__init__(preferred_temporality=_ALL_DELTA)
         self._lock = threading.Lock()
-        self._rows: dict[int | None, dict[str, float]] = {}
+        self._rows: dict[int | None, dict[str, int | float]] = {}
 
     def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
         with self._lock:
@@ -67,7 +69,7 @@ class StepRowExporter(MetricExporter):
                                 self._rows.setdefault(_step_of(point), {})[metric.name] = value
         return MetricExportResult.SUCCESS
 
-    def take_rows(self) -> dict[int | None, dict[str, float]]:
+    def take_rows(self) -> dict[int | None, dict[str, int | float]]:
         with self._lock:
             rows, self._rows = self._rows, {}
         return rows
@@ -81,11 +83,13 @@ class StepRowExporter(MetricExporter):
 
 def _step_of(point: Any) -> int | None:
     step = (point.attributes or {}).get(RUN_STEP)
-    return step if isinstance(step, int) and not isinstance(step, bool) else None
+    return step if type(step) is int and 0 <= step < MAX_STEP else None
 
 
-def _point_value(point: Any) -> float | None:
+def _point_value(point: Any) -> int | float | None:
     if isinstance(point, NumberDataPoint):
+        if type(point.value) is int:
+            return point.value  # an integer metric stays an integer in the row
         value = float(point.value)
     elif isinstance(point, HistogramDataPoint):
         if not point.count:

@@ -111,7 +111,7 @@ class StepRow:
 
     step: int | None
     time_ns: int
-    values: dict[str, float] = field(default_factory=dict)
+    values: dict[str, int | float] = field(default_factory=dict)
 
 
 @dataclass
@@ -138,13 +138,13 @@ def rows_by_resource(request: ExportMetricsServiceRequest) -> list[ResourceRows]
     return groups
 
 
-def _points(metric: Metric) -> list[tuple[int | None, int, float]]:
+def _points(metric: Metric) -> list[tuple[int | None, int, int | float]]:
     which = metric.WhichOneof("data")
-    points: list[tuple[int | None, int, float]] = []
+    points: list[tuple[int | None, int, int | float]] = []
     if which in ("gauge", "sum"):
         for point in getattr(metric, which).data_points:
             number = point.WhichOneof("value")
-            value = float(point.as_double if number == "as_double" else point.as_int)
+            value: int | float = point.as_double if number == "as_double" else point.as_int
             points.append((_step(point.attributes), point.time_unix_nano, value))
     elif which == "histogram":
         for point in metric.histogram.data_points:

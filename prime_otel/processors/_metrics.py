@@ -1,8 +1,8 @@
 """The metrics uploader: ``log_metrics`` rows, collected through an OpenTelemetry meter, one export per step.
 
-``log_metrics`` only queues the cleaned values (a few µs on the caller's thread). The uploader thread
-records them into gauges of the run's meter, collects once, and merges what the producer's own
-instruments measured since the previous step into the same row.
+``log_metrics`` only queues the checked values, plain numbers already (a few µs on the caller's thread).
+The uploader thread records them into gauges of the run's meter, collects once, and merges what the
+producer's own instruments measured since the previous step into the same row.
 """
 
 from __future__ import annotations
@@ -84,8 +84,9 @@ class StepMetricsUploader(Uploader):
             if own and not self._warned_stepless:
                 self._warned_stepless = True
                 _logger.warning(
-                    "metric points without a %s attribute (%s) belong to no step and are not uploaded; "
-                    "record them with the step attribute or log them with run.log_metrics(..., step=)",
+                    "metric points without a %s attribute (an integer from 0 to 2**53 - 1) (%s) belong to no step "
+                    "and are not uploaded; record them with the step attribute or log them with "
+                    "run.log_metrics(..., step=)",
                     RUN_STEP,
                     ", ".join(sorted(own)),
                 )

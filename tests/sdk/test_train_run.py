@@ -69,7 +69,7 @@ def test_a_training_loop_gives_one_metrics_row_per_step_and_a_parquet_object_per
     assert snapshot["status"] == "COMPLETED"
     rows = snapshot["metric_rows"]
     assert [row["step"] for row in rows] == list(range(1, 61))
-    assert all("nan" not in row and row["loss"] == pytest.approx(1.0 / row["step"]) for row in rows)
+    assert all(row["nan"] is None and row["loss"] == pytest.approx(1.0 / row["step"]) for row in rows)
     steps = train_env.inspect.steps(run.id)
     assert [entry["step"] for entry in steps] == [10, 20, 30, 40, 50, 60]
     for step in (10, 20, 30, 40, 50, 60):
