@@ -17,6 +17,7 @@ from ._containment import ErrorNotes, OnError
 from ._fork import register_for_fork_reset
 from ._offline import RUN_FILE, OfflineRunWriter, offline_run_id, write_json_atomically
 from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run, RunParts
+from ._run_document import producer_process, recorded_urls
 from ._spool import DEFAULT_SPOOL_MAX_BYTES, SPOOL_DIR, RunSpool
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, SinkPolicy, TrainingSpec
 from .client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI
@@ -170,7 +171,16 @@ def _spool_enabled(argument: bool | None) -> bool:
 
 
 def write_run_document(
-    folder: Path, spec: RunSpec, identity: RunIdentity, settings: Settings, sinks: str, step_interval: int
+    folder: Path,
+    spec: RunSpec,
+    identity: RunIdentity,
+    settings: Settings,
+    sinks: str,
+    step_interval: int,
+    *,
+    url: str | None = None,
+    attached: bool = False,
+    opted_out: bool = False,
 ) -> None:
     """What ``prime-otel sync`` needs to deliver this run's spool later (never the API key)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -182,11 +192,14 @@ def write_run_document(
         "status": "running",
         "sinks": sinks,
         "samples_step_interval": step_interval,
-        "base_url": settings.base_url,
-        "traces_url": settings.traces_url,
+        **recorded_urls(settings, registered=True),
+        "url": url,
+        "attached": attached,
+        "traces_opt_out": opted_out,
         "team_id": settings.team_id,
         "framework": spec.framework,
         "model": spec.model,
+        **producer_process(),
     }
     write_json_atomically(folder / RUN_FILE, document)
 
@@ -232,6 +245,7 @@ def _offline_run(
             {
                 "id": identity.id,
                 "kind": spec.kind,
+                "mode": "offline",
                 "name": spec.name,
                 "status": "running",
                 "model": spec.model,
@@ -242,6 +256,8 @@ def _offline_run(
                 "team_id": spec.team_id,
                 "config": spec.config,
                 "training": vars(spec.training) if spec.training else None,
+                **recorded_urls(settings, registered=False),
+                **producer_process(),
             }
         )
     advertisement = _advertise(identity, owner)
@@ -316,7 +332,17 @@ def _online_run(
     run_folder = Path(settings.runs_dir) / identity.id
     with_spool = spool_max_bytes is not None and transport == "direct"
     if with_spool and owner:
-        write_run_document(run_folder, spec, identity, settings, sinks, step_interval)
+        write_run_document(
+            run_folder,
+            spec,
+            identity,
+            settings,
+            sinks,
+            step_interval,
+            url=opened.url,
+            attached=id is not None,
+            opted_out=opted_out,
+        )
     pause = TRAINING_PAUSE_SECONDS if spec.kind == "train" else (EVAL_PAUSE_SECONDS if with_spool else None)
     resource = run_resource(identity)
     end_marker: OtlpRecordSink | None = None

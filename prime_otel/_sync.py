@@ -1,10 +1,14 @@
-"""``prime-otel sync FOLDER``: upload an offline run, then close it with the status it recorded.
+"""``prime-otel sync FOLDER``: upload an offline run, or deliver what an online run left in its spool, then
+close the run with the status it recorded (as crashed when its producer died while it was running).
 
-A ledger (``sync.json`` in the folder) makes every step resumable and a second sync a no-op: the platform
-id is saved as soon as the run is registered, and byte offsets advance only past what the platform
-acknowledged. Prime Traces uploads are content-addressed, so a replay is always safe; the sample table is
-append-only, so a request that failed ambiguously is never resent: its rows are reported as possibly
-missing instead.
+Where the data goes: an explicit flag, else the URL the run folder recorded, else the environment and
+``~/.prime/config.json``, else the default. The folder's ``run.json`` is checked before anything is sent.
+
+A ledger (``sync.json`` in the folder) makes every step of an offline sync resumable and a second sync a
+no-op: the platform id is saved as soon as the run is registered, and byte offsets advance only past what
+the platform acknowledged. Prime Traces uploads are content-addressed, so a replay is always safe; the
+sample table is append-only, so a request that failed ambiguously is never resent: its rows are reported
+as possibly missing instead. A line that cannot be read costs only itself, reported with its line number.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,25 +26,50 @@ from ._backends import EvalBackend, RunSpec, TrainingBackend
 from ._config import Settings, resolve_settings
 from ._offline import EPISODES_FILE, METRICS_FILE, RUN_FILE, SAMPLES_FILE, TRACES_FILE, write_json_atomically
 from ._records import compact_json, stamp_run
+from ._run_document import RunDocument, RunDocumentError
 from ._spool import RunSpool, SpooledRecord
-from ._types import EnvironmentRef, RunStatus, TrainingSpec
-from .client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI, is_ambiguous, traces_client
+from ._types import RunStatus
+from .client import (
+    EvaluationsAPI,
+    PlatformHTTP,
+    TrainingRunsAPI,
+    eval_dashboard_url,
+    is_ambiguous,
+    traces_client,
+    training_dashboard_url,
+)
+from .client._urls import normalize_traces_url
 from .errors import ConfigurationError, ForbiddenError
 from .exporters._base import Sink
-from .projection import EncodedSample, pack_sample_requests
+from .projection import ENVELOPE_BYTES, MAX_SAMPLES_PAYLOAD_BYTES, EncodedSample, pack_sample_requests
 
 _logger = logging.getLogger("prime_otel")
 
 LEDGER_FILE = "sync.json"
 _SERVICE_NOT_ENABLED = "service_not_enabled"
+_SHOWN_UNREADABLE_LINES = 20
+CRASHED_ERROR = "the producer stopped while the run was running (closed by prime-otel sync)"
+
+
+@dataclass(frozen=True)
+class SyncOptions:
+    """What the user passed to ``prime-otel sync``; every value given here wins over the run folder."""
+
+    api_key: str | None = None
+    base_url: str | None = None
+    traces_url: str | None = None
+    frontend_url: str | None = None
+    team_id: str | None = None
 
 
 @dataclass
 class SyncLedger:
     platform_id: str | None = None
+    url: str | None = None
     create_attempted: bool = False
     offsets: dict[str, int] = field(default_factory=dict)
     possibly_missing: list[dict[str, Any]] = field(default_factory=list)
+    unreadable: list[dict[str, Any]] = field(default_factory=list)
     traces_not_enabled: bool = False
     closed: bool = False
 
@@ -49,10 +78,26 @@ class SyncLedger:
         path = folder / LEDGER_FILE
         if not path.exists():
             return cls()
-        return cls(**json.loads(path.read_text(encoding="utf-8")))
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigurationError(
+                f"{path} (what earlier syncs did) cannot be read: {exc}; it is safe to delete only if the run was "
+                "never registered on the platform"
+            ) from None
+        if not isinstance(data, dict):
+            raise ConfigurationError(f"{path} must hold a JSON object")
+        known = {spec.name for spec in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in known})
 
     def save(self, folder: Path) -> None:
         write_json_atomically(folder / LEDGER_FILE, self.__dict__)
+
+    def note_unreadable(self, name: str, number: int, problem: str) -> None:
+        entry = {"file": name, "line": number, "problem": problem}
+        if entry not in self.unreadable:
+            self.unreadable.append(entry)
+            _logger.warning("%s line %d cannot be sent (%s); it is skipped", name, number, problem)
 
 
 @dataclass
@@ -62,40 +107,110 @@ class SyncResult:
     requests: int
     uploaded: dict[str, int]
     possibly_missing: list[dict[str, Any]]
+    unreadable: list[dict[str, Any]] = field(default_factory=list)
+    #: How this sync closed the run ("crashed", ...), or None when it did not close it.
+    closed_as: str | None = None
+    #: Where the platform calls went (the API base URL the sync used).
+    destination: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Nothing the folder holds is possibly missing or unreadable."""
+        return not self.possibly_missing and not self.unreadable
 
     def render(self) -> str:
         parts = ", ".join(f"{name} {count}" for name, count in self.uploaded.items()) or "nothing new"
-        text = f"Synced run {self.run_id} ({self.url}): {parts}; {self.requests} requests"
+        where = f" ({self.url})" if self.url else ""
+        text = f"Synced run {self.run_id}{where}: {parts}; {self.requests} requests"
+        if self.destination:
+            text += f" to {self.destination}"
+        if self.closed_as:
+            text += f"; closed it as {self.closed_as}"
         if self.possibly_missing:
-            text += f"; {sum(m['rows'] for m in self.possibly_missing)} sample rows may be missing (ambiguous failure)"
+            missing: dict[str, int] = {}
+            for entry in self.possibly_missing:
+                name = str(entry.get("file") or entry.get("sink"))
+                missing[name] = missing.get(name, 0) + int(entry["rows"])
+            listed = ", ".join(f"{name} {count}" for name, count in missing.items())
+            text += f"; {sum(missing.values())} records may be missing (ambiguous failure, never resent): {listed}"
+        if self.unreadable:
+            text += f"; {len(self.unreadable)} unreadable lines skipped"
+            lines = [text]
+            for entry in self.unreadable[:_SHOWN_UNREADABLE_LINES]:
+                lines.append(f"  skipped {entry['file']} line {entry['line']}: {entry['problem']}")
+            if len(self.unreadable) > _SHOWN_UNREADABLE_LINES:
+                lines.append(f"  … and {len(self.unreadable) - _SHOWN_UNREADABLE_LINES} more (listed in {LEDGER_FILE})")
+            return "\n".join(lines)
         return text
 
 
-def _lines_from(path: Path, offset: int) -> Iterator[tuple[int, bytes]]:
-    """Complete lines after ``offset`` with the offset just past each (a torn last line is left for later)."""
+# -- the offline record files ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Line:
+    number: int  # 1-based, as an editor shows it
+    end: int  # the offset just past the line
+    data: bytes
+
+
+class _Unreadable(ValueError):
+    """A line that cannot be sent; the message says why."""
+
+
+def _lines_from(path: Path, offset: int) -> Iterator[_Line]:
+    """Lines after ``offset``, numbered. A torn last line is yielded too: a sync runs once the producer stopped
+    writing (it ended the run, or it is gone), so nothing will complete it."""
     if not path.exists():
         return
     with path.open("rb") as handle:
-        handle.seek(offset)
+        number = 0
+        while handle.tell() < offset:
+            chunk = handle.read(min(1 << 20, offset - handle.tell()))
+            if not chunk:
+                break
+            number += chunk.count(b"\n")
         position = offset
         for line in handle:
-            if not line.endswith(b"\n"):
-                return
+            number += 1
             position += len(line)
             if line.strip():
-                yield position, line
+                yield _Line(number, position, line)
+
+
+def _json_object(line: _Line) -> tuple[dict[str, Any], bool]:
+    """The line's JSON object, with NaN and infinities as null, and whether there were any."""
+    non_finite: list[str] = []
+
+    def as_null(constant: str) -> None:
+        non_finite.append(constant)
+
+    complete = line.data.endswith(b"\n")
+    try:
+        value = json.loads(line.data, parse_constant=as_null)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        if not complete:
+            raise _Unreadable("not JSON: an incomplete line (the producer stopped while writing it)") from None
+        where = f": {exc.msg} at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ": not UTF-8"
+        raise _Unreadable(f"not JSON{where}") from None
+    if not isinstance(value, dict):
+        raise _Unreadable(f"not a JSON object but {type(value).__name__}")
+    return value, bool(non_finite)
 
 
 class OfflineRunSync:
-    def __init__(self, folder: Path, settings: Settings) -> None:
-        self.folder = folder
+    def __init__(self, document: RunDocument, settings: Settings) -> None:
+        self.document = document
+        self.folder = document.path.parent
         self.settings = settings
-        self.document: dict[str, Any] = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
-        self.kind: str = self.document["kind"]
-        self.ledger = SyncLedger.load(folder)
+        self.kind = document.kind
+        self.ledger = SyncLedger.load(self.folder)
         self.http = PlatformHTTP(api_key=settings.api_key, base_url=settings.base_url)
         self.uploaded: dict[str, int] = {}
         self._traces_requests = 0
+        self._closed_as: str | None = None
+        # Per file, the offset past the last line read (sent or skipped as unreadable) by this sync.
+        self._read_to: dict[str, int] = {}
 
     def run(self) -> SyncResult:
         try:
@@ -116,23 +231,26 @@ class OfflineRunSync:
             requests=self.http.requests + self._traces_requests,
             uploaded=self.uploaded,
             possibly_missing=self.ledger.possibly_missing,
+            unreadable=self.ledger.unreadable,
+            closed_as=self._closed_as,
+            destination=self.settings.base_url,
         )
 
     # -- steps ---------------------------------------------------------------------------------
 
     def _spec(self) -> RunSpec:
-        training = self.document.get("training")
+        document = self.document
         return RunSpec(
             kind=self.kind,
-            name=self.document.get("name"),
-            environments=[EnvironmentRef(**env) for env in self.document.get("environments") or []],
-            model=self.document.get("model"),
-            framework=self.document.get("framework"),
-            description=self.document.get("description"),
-            tags=list(self.document.get("tags") or []),
-            config=dict(self.document.get("config") or {}),
-            team_id=self.settings.team_id or self.document.get("team_id"),
-            training=TrainingSpec(**training) if training else None,
+            name=document.name,
+            environments=document.environments,
+            model=document.model,
+            framework=document.framework,
+            description=document.description,
+            tags=document.tags,
+            config=document.config,
+            team_id=self.settings.team_id,
+            training=document.training,
             frontend_url=self.settings.frontend_url,
         )
 
@@ -144,7 +262,7 @@ class OfflineRunSync:
     def _register(self) -> str | None:
         spec = self._spec()
         if self.ledger.platform_id is not None:
-            return self._backend().attach(self.ledger.platform_id, spec).url
+            return self.ledger.url or self._backend().attach(self.ledger.platform_id, spec).url
         if self.ledger.create_attempted:
             raise ConfigurationError(
                 f"an earlier sync of {self.folder} may have registered this run already (its create request failed "
@@ -160,20 +278,36 @@ class OfflineRunSync:
                 self.ledger.save(self.folder)
             raise
         self.ledger.platform_id = opened.id
+        self.ledger.url = opened.url
         self.ledger.save(self.folder)
         return opened.url
+
+    def _readable(self, name: str) -> Iterator[tuple[_Line, dict[str, Any], bool]]:
+        """The lines of ``name`` not synced yet that hold a JSON object; the others are noted in the ledger."""
+        for line in _lines_from(self.folder / name, self.ledger.offsets.get(name, 0)):
+            self._read_to[name] = line.end
+            try:
+                value, nullified = _json_object(line)
+            except _Unreadable as exc:
+                self.ledger.note_unreadable(name, line.number, str(exc))
+                continue
+            yield line, value, nullified
 
     def _upload_records(self, name: str, line_format: LineFormat) -> None:
         if self.ledger.traces_not_enabled or not (self.folder / name).exists():
             return
         assert self.ledger.platform_id is not None
-        offset = self.ledger.offsets.get(name, 0)
-        pending = list(_lines_from(self.folder / name, offset))
-        if not pending:
-            return
-        lines = [
-            compact_json(stamp_run(json.loads(line), self.ledger.platform_id, self.kind)) + b"\n" for _, line in pending
-        ]
+        pending = list(self._readable(name))
+        lines = [compact_json(stamp_run(value, self.ledger.platform_id, self.kind)) + b"\n" for _, value, _ in pending]
+        committed = 0
+        if lines:
+            committed = self._send_traces(name, lines, line_format, [line.end for line, _, _ in pending])
+        if committed == len(lines) and not self.ledger.traces_not_enabled:
+            self._advance(name, self._read_to.get(name, 0))
+        if committed:
+            self.uploaded[name] = self.uploaded.get(name, 0) + committed
+
+    def _send_traces(self, name: str, lines: list[bytes], line_format: LineFormat, ends: list[int]) -> int:
         client = traces_client(
             api_key=self.settings.api_key, base_url=self.settings.traces_url, team_id=self.settings.team_id
         )
@@ -183,8 +317,7 @@ class OfflineRunSync:
             nonlocal committed
             committed += batch.num_lines
             self._traces_requests += 1
-            self.ledger.offsets[name] = pending[committed - 1][0]
-            self.ledger.save(self.folder)
+            self._advance(name, ends[committed - 1])
 
         try:
             client.upload_lines(lines, line_format=line_format, context=self._context(), on_batch=on_batch)
@@ -196,13 +329,18 @@ class OfflineRunSync:
             self.ledger.save(self.folder)
         finally:
             client.client.close()
-            self.uploaded[name] = self.uploaded.get(name, 0) + committed
+        return committed
+
+    def _advance(self, name: str, offset: int) -> None:
+        if offset > self.ledger.offsets.get(name, 0):
+            self.ledger.offsets[name] = offset
+        self.ledger.save(self.folder)
 
     def _context(self) -> dict[str, str]:
         context = {"source": "prime-otel", "run_type": self.kind}
-        for key in ("framework", "model"):
-            if self.document.get(key):
-                context[key] = self.document[key]
+        for key, value in (("framework", self.document.framework), ("model", self.document.model)):
+            if value:
+                context[key] = value
         return context
 
     def _upload_samples(self) -> None:
@@ -219,52 +357,59 @@ class OfflineRunSync:
                 _logger.warning("%d sample rows may be missing: the request failed ambiguously and is not resent", rows)
             else:
                 self.uploaded[SAMPLES_FILE] = self.uploaded.get(SAMPLES_FILE, 0) + rows
-            self.ledger.offsets[SAMPLES_FILE] = end
-            self.ledger.save(self.folder)
+            self._advance(SAMPLES_FILE, end)
+        self._advance(SAMPLES_FILE, self._read_to.get(SAMPLES_FILE, 0))
 
     def _sample_requests(self) -> Iterator[tuple[int, bytes, int]]:
         """The rows not yet sent, packed like the live sink packs them: (offset past the last row, body, rows)."""
-        lines = list(_lines_from(self.folder / SAMPLES_FILE, self.ledger.offsets.get(SAMPLES_FILE, 0)))
-        samples = [EncodedSample(row={}, data=line.rstrip(b"\n"), source=i) for i, (_, line) in enumerate(lines)]
+        lines: list[_Line] = []
+        samples: list[EncodedSample] = []
+        for line, value, nullified in self._readable(SAMPLES_FILE):
+            data = compact_json(value) if nullified else line.data.rstrip(b"\n")
+            if ENVELOPE_BYTES + len(data) > MAX_SAMPLES_PAYLOAD_BYTES:
+                self.ledger.note_unreadable(SAMPLES_FILE, line.number, f"too large to upload ({len(data)} bytes)")
+                continue
+            samples.append(EncodedSample(row={}, data=data, source=len(lines)))
+            lines.append(line)
         for request in pack_sample_requests(samples):
-            yield lines[request.indices[-1]][0], request.body, request.rows
+            yield lines[request.indices[-1]].end, request.body, request.rows
 
     def _upload_metrics(self) -> None:
         assert self.ledger.platform_id is not None
         api = TrainingRunsAPI(self.http)
-        for end, line in _lines_from(self.folder / METRICS_FILE, self.ledger.offsets.get(METRICS_FILE, 0)):
-            api.post_metrics(self.ledger.platform_id, json.loads(line))
+        for line, row, _ in self._readable(METRICS_FILE):
+            api.post_metrics(self.ledger.platform_id, row)
             self.uploaded[METRICS_FILE] = self.uploaded.get(METRICS_FILE, 0) + 1
-            self.ledger.offsets[METRICS_FILE] = end
-            self.ledger.save(self.folder)
+            self._advance(METRICS_FILE, line.end)
+        self._advance(METRICS_FILE, self._read_to.get(METRICS_FILE, 0))
 
     def _close(self) -> None:
         if self.ledger.closed:
             return
         assert self.ledger.platform_id is not None
-        recorded = self.document.get("status", "running")
-        error: str | None = self.document.get("error")
-        status = RunStatus(recorded)
+        status, error = self.document.status, self.document.error
         if status is RunStatus.RUNNING:
-            status, error = RunStatus.CRASHED, "the offline run never finished"
-        summary = dict(self.document.get("summary") or {})
-        config = dict(self.document.get("config") or {}) or None
+            status, error = RunStatus.CRASHED, CRASHED_ERROR
+        summary = self.document.summary or None
+        config = self.document.config or None
         backend = self._backend()
-        backend.update(self.ledger.platform_id, config=config, summary=summary or None)
-        backend.finalize(self.ledger.platform_id, status, summary=summary or None, error=error, config=config)
+        backend.update(self.ledger.platform_id, config=config, summary=summary)
+        backend.finalize(self.ledger.platform_id, status, summary=summary, error=error, config=config)
         self.ledger.closed = True
         self.ledger.save(self.folder)
+        self._closed_as = status.value
 
 
 class SpoolSync:
     """Delivers what an online run kept in its spool(s), then closes the run if its own finish could not."""
 
-    def __init__(self, folder: Path, settings: Settings) -> None:
-        self.folder = folder
+    def __init__(self, document: RunDocument, settings: Settings) -> None:
+        assert document.id is not None
+        self.document = document
+        self.folder = document.path.parent
         self.settings = settings
-        self.document: dict[str, Any] = json.loads((folder / RUN_FILE).read_text(encoding="utf-8"))
-        self.run_id: str = self.document["id"]
-        self.kind: str = self.document["kind"]
+        self.run_id: str = document.id
+        self.kind = document.kind
         self.http = PlatformHTTP(api_key=settings.api_key, base_url=settings.base_url)
 
     def run(self) -> SyncResult:
@@ -276,16 +421,19 @@ class SpoolSync:
         resource = Resource.create({"run.id": self.run_id})
         uploaded: dict[str, int] = {}
         missing: list[dict[str, Any]] = []
+        closed_as: str | None = None
+        closing_requests = 0
+        streams = self._sinks()
+        sinks = {sink.name: sink for stream in streams.values() for sink in stream}
         try:
-            sinks = {sink.name: sink for sink in self._sinks()}
-            for spool in RunSpool.all_in(self.folder):
-                names = [name for name in spool.sinks if name in sinks]
+            for spool in _open_spools(self.folder):
+                # A spool whose ledger was never written (the producer died before its first outcome) declares
+                # no sinks: it feeds the sinks of its stream, exactly as the live run's spool did.
+                declared = spool.sinks or [sink.name for sink in streams[_stream_of(spool)]]
+                names = [name for name in declared if name in sinks and not sinks[name].quiet_off_reason]
                 spool.recover(names)
                 for name in names:
-                    sink = sinks.get(name)
-                    if sink is None:
-                        continue
-                    slot = SinkSlot(sink, spool=spool)
+                    slot = SinkSlot(sinks[name], spool=spool)
                     before = spool.sink(name).replayed
 
                     def build(records: list[SpooledRecord], metrics: bool = name == "rft_metrics") -> list[Any]:
@@ -305,70 +453,139 @@ class SpoolSync:
                         raise ConfigurationError(
                             f"the {name} sink could not take {slot.pending} spooled records now; run sync again later"
                         )
-            self._close()
+            before_close = self.http.requests
+            closed_as = self._close()
+            closing_requests = self.http.requests - before_close
         finally:
+            for sink in sinks.values():
+                sink.close()
             self.http.close()
         return SyncResult(
             run_id=self.run_id,
-            url=None,
-            requests=self.http.requests,
+            url=self._url(),
+            # What the sinks sent (Prime Traces and object storage included), then the closing calls.
+            requests=sum(sink.stats.requests for sink in sinks.values()) + closing_requests,
             uploaded=uploaded,
             possibly_missing=missing,
+            closed_as=closed_as,
+            destination=self.settings.base_url,
         )
 
-    def _sinks(self) -> list[Sink]:
-        from .exporters.eval_samples import EvalSamplesExporter
+    def _url(self) -> str:
+        if self.document.url:
+            return self.document.url
+        link = eval_dashboard_url if self.kind == "eval" else training_dashboard_url
+        return link(self.settings.frontend_url, self.run_id)
+
+    def _sinks(self) -> dict[str, list[Sink]]:
+        """The sinks of each spooled stream, made the way the live run made them (sink policy, opt-out)."""
+        from ._init import _sink_exporters
         from .exporters.rft_metrics import RftMetricsWriter
-        from .exporters.rft_samples import RftSamplesExporter
-        from .exporters.traces import PrimeTracesExporter
+        from .exporters.rft_samples import DEFAULT_STEP_INTERVAL
+        from .resources import RunIdentity
 
+        document = self.document
+        spec = RunSpec(
+            kind=self.kind,
+            name=document.name,
+            environments=[],
+            model=document.model,
+            framework=document.framework,
+            description=None,
+            tags=[],
+            config={},
+            team_id=self.settings.team_id,
+        )
         context = {"source": "prime-otel", "run_type": self.kind}
-        sinks: list[Sink] = [
-            PrimeTracesExporter.for_run(
-                run_id=self.run_id,
-                run_kind=self.kind,
-                context=context,
-                api_key=self.settings.api_key,
-                traces_url=self.settings.traces_url,
-                team_id=self.settings.team_id,
+        for key, value in (("framework", document.framework), ("model", document.model)):
+            if value:
+                context[key] = value
+        records: list[Sink] = list(
+            _sink_exporters(
+                spec,
+                self.settings,
+                RunIdentity(id=self.run_id, kind=self.kind, name=document.name),
+                context,
+                self.http,
+                document.traces_opt_out,
+                document.sinks,
+                document.samples_step_interval or DEFAULT_STEP_INTERVAL,
             )
-        ]
-        if self.kind == "eval":
-            sinks.append(EvalSamplesExporter(EvaluationsAPI(self.http), self.run_id))
-        else:
-            interval = int(self.document.get("samples_step_interval") or 10)
-            sinks.append(
-                RftSamplesExporter(TrainingRunsAPI(self.http), ObjectStorage(), self.run_id, step_interval=interval)
-            )
-            sinks.append(RftMetricsWriter(TrainingRunsAPI(self.http), self.run_id))
-        return sinks
+        )
+        metrics: list[Sink] = (
+            [RftMetricsWriter(TrainingRunsAPI(self.http), self.run_id)] if self.kind == "train" else []
+        )
+        return {"records": records, "metrics": metrics}
 
-    def _close(self) -> None:
-        if self.document.get("closed_on_platform", True) or self.document.get("status") in (None, "running"):
-            return
+    def _close(self) -> str | None:
+        """Close the run the way its producer could not: with the recorded status, or as crashed when the
+        producer died while the run was running. Recorded in ``run.json``, so it happens once."""
+        document = self.document
+        if document.closed_on_platform:
+            return None
+        status, error = document.status, document.error
+        if status is RunStatus.RUNNING:
+            status, error = RunStatus.CRASHED, CRASHED_ERROR
+        if document.attached and status is not RunStatus.COMPLETED:
+            _logger.info("Run %s is attached: its %s status is left to the launcher that owns it", self.run_id, status)
+            return None
         backend = EvalBackend(EvaluationsAPI(self.http)) if self.kind == "eval" else self._training_backend()
-        status = RunStatus(self.document["status"])
-        summary = dict(self.document.get("summary") or {}) or None
-        if self.kind == "eval":
+        summary = document.summary or None
+        if self.kind == "eval" and summary:
             backend.update(self.run_id, config=None, summary=summary)
-        backend.finalize(self.run_id, status, summary=summary, error=self.document.get("error"), config=None)
-        self.document["closed_on_platform"] = True
-        write_json_atomically(self.folder / RUN_FILE, self.document)
+        backend.finalize(self.run_id, status, summary=summary, error=error, config=None)
+        write_json_atomically(
+            document.path, {**document.raw, "status": status.value, "error": error, "closed_on_platform": True}
+        )
+        return status.value
 
     def _training_backend(self) -> TrainingBackend:
         return TrainingBackend(TrainingRunsAPI(self.http))
 
 
-def sync_run_folder(folder: str | Path, *, api_key: str | None = None, base_url: str | None = None) -> SyncResult:
+def _open_spools(folder: Path) -> list[RunSpool]:
+    """Every spool of the folder, all read before anything is sent, so a damaged one stops the sync cleanly."""
+    try:
+        return RunSpool.all_in(folder)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigurationError(f"a spool in {folder} cannot be read ({type(exc).__name__}: {exc})") from None
+
+
+def _stream_of(spool: RunSpool) -> str:
+    """``spool-records``, ``spool-metrics@<pid>``, … : the stream a spool folder belongs to."""
+    return "metrics" if spool.name.split("@")[0].endswith("-metrics") else "records"
+
+
+def sync_settings(document: RunDocument, options: SyncOptions) -> Settings:
+    """Each URL and the team: the flag, else what the run folder recorded, else environment, file, default."""
+    settings = resolve_settings(
+        api_key=options.api_key,
+        team_id=options.team_id or document.team_id,
+        base_url=options.base_url or document.urls.get("base_url"),
+    )
+    traces = options.traces_url or document.urls.get("traces_url")
+    frontend = options.frontend_url or document.urls.get("frontend_url")
+    return replace(
+        settings,
+        traces_url=normalize_traces_url(traces) if traces else settings.traces_url,
+        frontend_url=frontend.strip().rstrip("/") if frontend else settings.frontend_url,
+    )
+
+
+def sync_run_folder(folder: str | Path, options: SyncOptions | None = None) -> SyncResult:
     """Sync an offline run, or deliver an online run's spool; either way a second sync sends nothing."""
     path = Path(folder)
-    if not (path / RUN_FILE).exists():
+    if not (path / RUN_FILE).is_file():
         raise ConfigurationError(f"{path} is not a run folder (no {RUN_FILE})")
-    document = json.loads((path / RUN_FILE).read_text(encoding="utf-8"))
-    online = document.get("mode") == "online"
-    settings = resolve_settings(api_key=api_key, base_url=base_url or (document.get("base_url") if online else None))
+    document = RunDocument.read(path / RUN_FILE)
+    if not document.finished and document.producer_alive():
+        raise RunDocumentError(
+            f"{path}: the run is still being written by process {document.pid} on this host; "
+            "sync it once that process has ended"
+        )
+    settings = sync_settings(document, options or SyncOptions())
     if not settings.api_key:
         raise ConfigurationError("sync needs an API key: pass --api-key or set PRIME_API_KEY")
-    if online:
-        return SpoolSync(path, settings).run()
-    return OfflineRunSync(path, settings).run()
+    if document.mode == "online":
+        return SpoolSync(document, settings).run()
+    return OfflineRunSync(document, settings).run()

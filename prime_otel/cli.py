@@ -24,7 +24,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sync.add_argument("folder", help="the run's folder, e.g. ./prime-runs/<run id>")
     sync.add_argument("--api-key", default=None, help="default: PRIME_API_KEY or ~/.prime/config.json")
-    sync.add_argument("--base-url", default=None, help="default: PRIME_API_BASE_URL or ~/.prime/config.json")
+    recorded = "default: the URL recorded in the run folder, else"
+    sync.add_argument("--base-url", default=None, help=f"{recorded} PRIME_API_BASE_URL or ~/.prime/config.json")
+    sync.add_argument("--traces-url", default=None, help=f"{recorded} PRIME_TRACES_URL or ~/.prime/config.json")
+    sync.add_argument("--frontend-url", default=None, help=f"{recorded} PRIME_FRONTEND_URL or ~/.prime/config.json")
+    sync.add_argument(
+        "--team-id", default=None, help="default: the team recorded in the run folder, else PRIME_TEAM_ID"
+    )
     sync.set_defaults(handler=_sync)
 
     args = parser.parse_args(argv)
@@ -32,16 +38,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _sync(args: argparse.Namespace) -> int:
-    from ._sync import sync_run_folder
+    """Exit 0 when everything is delivered, 2 when records may be missing or lines were unreadable, 1 on error."""
+    from ._sync import SyncOptions, sync_run_folder
     from .errors import PrimeRunsError, PrimeTracesError
 
+    options = SyncOptions(
+        api_key=args.api_key,
+        base_url=args.base_url,
+        traces_url=args.traces_url,
+        frontend_url=args.frontend_url,
+        team_id=args.team_id,
+    )
     try:
-        result = sync_run_folder(args.folder, api_key=args.api_key, base_url=args.base_url)
+        result = sync_run_folder(args.folder, options)
     except (PrimeRunsError, PrimeTracesError) as exc:
         print(f"prime-otel sync: {exc}", file=sys.stderr)
         return 1
     print(result.render())
-    return 2 if result.possibly_missing else 0
+    return 0 if result.complete else 2
 
 
 if __name__ == "__main__":
