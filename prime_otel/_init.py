@@ -148,12 +148,8 @@ def init(
     )
 
 
-def _run_spool(
-    run_folder: Path, stream: str, sinks: list[str], max_bytes: int | None, owner: bool, enabled: bool
-) -> RunSpool | None:
+def _run_spool(run_folder: Path, stream: str, sinks: list[str], max_bytes: int, owner: bool) -> RunSpool:
     """One spool per uploader; processes that only joined the run keep their own, beside the owner's."""
-    if not enabled or max_bytes is None:
-        return None
     name = f"{SPOOL_DIR}-{stream}" if owner else f"{SPOOL_DIR}-{stream}@{os.getpid()}"
     return RunSpool(run_folder, max_bytes, name=name, sinks=sinks, contain_disk_errors=True)
 
@@ -365,18 +361,18 @@ def _online_run(
             metric_sinks = [RftMetricsWriter(TrainingRunsAPI(http), identity.id)]
     spool: RunSpool | None = None
     metrics_spool: RunSpool | None = None
-    if with_spool:
+    if spool_max_bytes is not None and with_spool:
         try:
             if document is not None:
                 run_folder.mkdir(parents=True, exist_ok=True)
                 write_json_atomically(run_folder / RUN_FILE, document)
-            spool = _run_spool(run_folder, "records", [e.name for e in exporters], spool_max_bytes, owner, True)
+            spool = _run_spool(run_folder, "records", [e.name for e in exporters], spool_max_bytes, owner)
             if spec.kind == "train":
                 names = [sink.name for sink in metric_sinks]
-                metrics_spool = _run_spool(run_folder, "metrics", names, spool_max_bytes, owner, True)
+                metrics_spool = _run_spool(run_folder, "metrics", names, spool_max_bytes, owner)
         except OSError as exc:
             # The folder passed its check before the run was registered; the run goes on without a spool.
-            notes.note(f"opening the run's spool in {run_folder}", exc)
+            notes.note(f"opening the run's spool in {run_folder}", exc, surface=False)
             spool = metrics_spool = None
             with_spool = False
     pause = TRAINING_PAUSE_SECONDS if spec.kind == "train" else (EVAL_PAUSE_SECONDS if with_spool else None)

@@ -453,6 +453,7 @@ class Run:
                     "dropped": report.dropped,
                     "spooled": report.spooled,
                     "replayed": report.replayed,
+                    "still_spooled": report.pending,
                     "possibly_missing": report.possibly_missing,
                 }
                 for report in self._build_report().sinks
@@ -538,8 +539,9 @@ class Run:
             reasons[spool.refusal_reason] = reasons.get(spool.refusal_reason, 0) + unexplained
         if final and spool is not None and spool.set_aside_to is not None and waiting:
             # No sync can deliver from a spool whose ledger could not be kept: what it still holds is lost here.
+            lost_because = spool.refusal_reason or DISK_FULL
             failed += waiting
-            reasons[DISK_FULL] = reasons.get(DISK_FULL, 0) + waiting
+            reasons[lost_because] = reasons.get(lost_because, 0) + waiting
             waiting = 0
         return SinkReport(
             sink=slot.name,
@@ -663,8 +665,8 @@ class Run:
         self._parts.notes.reset_after_fork()
 
 
-def _describe_exit(exit: SystemExit) -> str:
-    code = exit.code
+def _describe_exit(ending: SystemExit) -> str:
+    code = ending.code
     return f"SystemExit: exit code {code}" if isinstance(code, int) else f"SystemExit: {code}"
 
 

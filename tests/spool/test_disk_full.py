@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import prime_otel as po
-from prime_otel import _spool
+from prime_otel import _init, _spool
 from prime_otel.testing import LocalPlatform
 from tests._disk import tmpfs
 from tests._fixtures import load_records
@@ -45,7 +45,7 @@ def sink(report: po.DeliveryReport, name: str) -> po.SinkReport:
     return next(s for s in report.sinks if s.sink == name)
 
 
-def no_space(*_: object) -> None:
+def no_space(*_: object, **__: object) -> None:
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
@@ -150,3 +150,19 @@ def test_records_the_producer_spills_onto_a_full_disk_are_dropped_with_that_reas
     assert f"{dropped} dropped ({DISK_FULL}: {dropped})" in capsys.readouterr().err
     snapshot = platform.inspect.run(run.id)
     assert snapshot["num_samples"] == total - dropped and snapshot["num_episodes"] == total - dropped
+
+
+def test_a_spool_that_cannot_be_opened_after_registering_leaves_the_run_going_without_one(
+    platform: LocalPlatform, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The folder passed its check, then failed (the disk filled in between): the run is registered already, so
+    it goes on without a spool and says why, instead of leaving a registered run behind an OSError."""
+    monkeypatch.setattr(_init, "RunSpool", no_space)
+    run = po.init(environments=["gsm8k"], model="m")
+    run.log_episodes(records(3))
+    report = run.finish()
+
+    assert report is not None and report.complete
+    assert any("opening the run's spool" in error and "No space left" in error for error in run.errors)
+    snapshot = platform.inspect.run(run.id)
+    assert snapshot["status"] in ("PROCESSING", "COMPLETED") and snapshot["num_samples"] == 3
