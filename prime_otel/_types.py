@@ -39,7 +39,7 @@ def read_regular_file(path: str | os.PathLike[str], limit: int, what: str) -> by
     try:
         mode = os.fstat(descriptor).st_mode
         if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a regular file")
+            kind = next((name for test, name in _FILE_KINDS if test(mode)), "something else")
             raise NotARegularFileError(f"{what} {os.fspath(path)!r} is {kind}, not a regular file")
         chunks: list[bytes] = []
         left = limit
