@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from . import metrics, projection
 from ._init import init
-from ._report import DeliveryReport, SinkReport
+from ._report import Closure, DeliveryReport, SinkReport
 from ._run import Run
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, RunKind, RunStatus, TrainingSpec
 from .errors import (
@@ -31,6 +31,7 @@ __all__ = [
     "MODE_ENV",
     "TRACES_OPT_OUT_ENV",
     "APIError",
+    "Closure",
     "ConfigSource",
     "ConfigurationError",
     "DeliveryReport",

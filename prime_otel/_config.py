@@ -1,6 +1,7 @@
 """Settings resolution: argument → environment → ``~/.prime/config.json`` → default; the first hit wins.
 
-The file is read once per resolution; a missing, unreadable, invalid or non-object file counts as ``{}``.
+The file is read once per resolution; a missing, unreadable, invalid or non-object file counts as ``{}``
+(anything but a regular file too, with a warning: it is never opened in a way that could block).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._types import RunMode
+from ._types import NotARegularFileError, RunMode, read_regular_file
 from .client._urls import normalize_traces_url, strip_config_url
 from .errors import ConfigurationError
 
@@ -26,6 +27,7 @@ DEFAULT_BASE_URL = "https://api.primeintellect.ai"
 DEFAULT_FRONTEND_URL = "https://app.primeintellect.ai"
 DEFAULT_TRACES_URL = "https://api.primeintellect.ai"
 DEFAULT_RUNS_DIR = "prime-runs"
+MAX_CONFIG_FILE_BYTES = 1024 * 1024
 
 _MODES: tuple[RunMode, ...] = ("online", "offline", "disabled")
 _TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
@@ -50,9 +52,13 @@ def default_config_file() -> Path:
 
 
 def read_config_file(path: Path | None = None) -> dict[str, Any]:
-    """The config file's object, or ``{}`` when it is missing, unreadable, invalid JSON or not an object."""
+    """The config file's object, or ``{}`` when it is missing, unreadable, invalid JSON or not an object.
+    Only a regular file is read (a FIFO would block ``init()`` forever); anything else is skipped with a warning."""
     try:
-        data = json.loads((path or default_config_file()).read_text(encoding="utf-8"))
+        data = json.loads(read_regular_file(path or default_config_file(), MAX_CONFIG_FILE_BYTES, "the settings file"))
+    except NotARegularFileError as exc:
+        logger.warning("%s; its settings are not used", exc)
+        return {}
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

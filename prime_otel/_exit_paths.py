@@ -1,8 +1,12 @@
 """Exit paths that close a run nobody closed: atexit (crashed) and termination signals (crashed, then chained).
 
 SIGINT is left to Python so Ctrl-C arrives as ``KeyboardInterrupt`` (cancelled inside ``with run:``).
+A signal the application ignores (``SIG_IGN`` before ``init``) stays ignored: the run installs nothing for it.
 Handlers chain to whatever the application installed before and are restored at finish, but only while
-the run's own handler is still the installed one.
+the run's own handler is still the installed one. ``signal.signal`` works on the main thread only: a run
+finished on another thread disarms its handler at once (it then only chains to the displaced one, closing
+nothing) and the handler is put back from the main thread at the next occasion: the next ``init``, or the
+next delivery of the signal.
 """
 
 from __future__ import annotations
@@ -43,20 +47,42 @@ class SignalChain:
         # Bound once: every attribute access makes a new bound method, which would never compare identical.
         self._handler = self._handle
         self._displaced: dict[int, SignalHandler] = {}
+        # No lock: the handler runs on the main thread between any two bytecodes, so a lock held there by
+        # install() or restore() would deadlock it. Each field is replaced whole, never mutated in place.
+        self._armed = False
+
+    @property
+    def installed(self) -> list[int]:
+        """The signals this chain's handler was installed for and not put back yet."""
+        return list(self._displaced)
 
     def install(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
+        if not _on_main_thread():
             return
+        _DISARMED.put_back_all()
+        displaced: dict[int, SignalHandler] = {}
         for signum in _HANDLED_SIGNALS:
             try:
-                self._displaced[signum] = signal.getsignal(signum)
+                current = signal.getsignal(signum)
+                if current == signal.SIG_IGN:
+                    continue  # the application chose to ignore it; a run must not make it fatal
+                displaced[signum] = current
+                self._displaced = dict(displaced)
                 signal.signal(signum, self._handler)
             except (ValueError, OSError):
-                self._displaced.pop(signum, None)
+                displaced.pop(signum, None)
+                self._displaced = dict(displaced)
+        self._armed = True
 
     def restore(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
+        """From now on the handler closes nothing; it is put back now on the main thread, later otherwise."""
+        self._armed = False
+        if _on_main_thread():
+            self._put_back()
+        elif self.installed:
+            _DISARMED.add(self)
+
+    def _put_back(self) -> None:
         displaced, self._displaced = self._displaced, {}
         for signum, previous in displaced.items():
             if signal.getsignal(signum) is self._handler:
@@ -64,7 +90,11 @@ class SignalChain:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         previous = self._displaced.get(signum, signal.SIG_DFL)
-        self._on_signal(signum)
+        if self._armed:
+            self._on_signal(signum)
+        # Python runs signal handlers on the main thread, so the table can be put back here.
+        self._put_back()
+        _DISARMED.discard(self)
         if callable(previous):
             previous(signum, frame)
         elif previous == signal.SIG_IGN:
@@ -72,3 +102,34 @@ class SignalChain:
         else:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
+
+
+class _DisarmedChains:
+    """Chains whose run finished off the main thread, waiting for the main thread to put their handlers back."""
+
+    def __init__(self) -> None:
+        self._chains: list[SignalChain] = []
+        # Reentrant: a signal handler on the main thread may call in while install() holds it.
+        self._lock = threading.RLock()
+
+    def add(self, chain: SignalChain) -> None:
+        with self._lock:
+            self._chains.append(chain)
+
+    def discard(self, chain: SignalChain) -> None:
+        with self._lock:
+            self._chains = [c for c in self._chains if c is not chain]
+
+    def put_back_all(self) -> None:
+        """Newest first, so each chain finds its own handler installed and puts back what it displaced."""
+        with self._lock:
+            chains, self._chains = self._chains, []
+        for chain in reversed(chains):
+            chain._put_back()
+
+
+_DISARMED = _DisarmedChains()
+
+
+def _on_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()

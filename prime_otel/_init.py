@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import secrets
+import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -39,6 +42,7 @@ _TRANSPORTS = ("direct", "otlp")
 SPOOL_ENV = "PRIME_OTEL_SPOOL"
 EVAL_PAUSE_SECONDS = 30.0
 TRANSPORT_ENV = "PRIME_OTEL_TRANSPORT"
+_PROBE_BYTES = 4096
 
 
 def init(
@@ -145,14 +149,10 @@ def init(
     )
 
 
-def _run_spool(
-    run_folder: Path, stream: str, sinks: list[str], max_bytes: int | None, owner: bool, enabled: bool
-) -> RunSpool | None:
+def _run_spool(run_folder: Path, stream: str, sinks: list[str], max_bytes: int, owner: bool) -> RunSpool:
     """One spool per uploader; processes that only joined the run keep their own, beside the owner's."""
-    if not enabled or max_bytes is None:
-        return None
     name = f"{SPOOL_DIR}-{stream}" if owner else f"{SPOOL_DIR}-{stream}@{os.getpid()}"
-    return RunSpool(run_folder, max_bytes, name=name, sinks=sinks)
+    return RunSpool(run_folder, max_bytes, name=name, sinks=sinks, contain_disk_errors=True)
 
 
 def _advertise(identity: RunIdentity, owner: bool) -> RunAdvertisement | None:
@@ -170,8 +170,34 @@ def _spool_enabled(argument: bool | None) -> bool:
     return os.environ.get(SPOOL_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def write_run_document(
-    folder: Path,
+def check_runs_dir(runs_dir: Path) -> None:
+    """Before anything is registered: the runs folder exists (it is made now) and takes a write, so a run never
+    ends up on the platform with a folder it cannot keep."""
+    where = f"the runs folder {runs_dir} (PRIME_RUNS_DIR)"
+    if runs_dir.exists() and not runs_dir.is_dir():
+        raise ConfigurationError(f"{where} is not a folder; point PRIME_RUNS_DIR at a folder")
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigurationError(f"{where} cannot be created: {exc.strerror or exc}") from exc
+    try:
+        descriptor, probe = tempfile.mkstemp(dir=runs_dir, prefix=".prime-otel-probe-")
+    except OSError as exc:
+        raise ConfigurationError(f"{where} is not writable: {exc.strerror or exc}") from exc
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(bytes(_PROBE_BYTES))
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as exc:
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        raise ConfigurationError(f"{where} is not writable: {'its disk is full' if full else exc}") from exc
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
+
+
+def sync_document(
     spec: RunSpec,
     identity: RunIdentity,
     settings: Settings,
@@ -181,10 +207,9 @@ def write_run_document(
     url: str | None = None,
     attached: bool = False,
     opted_out: bool = False,
-) -> None:
-    """What ``prime-otel sync`` needs to deliver this run's spool later (never the API key)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    document = {
+) -> dict[str, Any]:
+    """What ``prime-otel sync`` needs to deliver this run's spool, or close the run, later (never the API key)."""
+    return {
         "id": identity.id,
         "kind": spec.kind,
         "name": identity.name,
@@ -201,7 +226,6 @@ def write_run_document(
         "model": spec.model,
         **producer_process(),
     }
-    write_json_atomically(folder / RUN_FILE, document)
 
 
 def normalize_config(config: Any) -> dict[str, Any]:
@@ -238,6 +262,7 @@ def _disabled_run(spec: RunSpec, run_id: str | None, on_error: OnError) -> Run:
 def _offline_run(
     spec: RunSpec, settings: Settings, run_id: str | None, owner: bool, on_error: OnError, budget: float
 ) -> Run:
+    check_runs_dir(settings.runs_dir)
     identity = RunIdentity(id=run_id or offline_run_id(), kind=spec.kind, name=spec.name)
     writer = OfflineRunWriter(Path(settings.runs_dir) / identity.id, identity.id, spec.kind)
     if owner:
@@ -300,6 +325,9 @@ def _online_run(
 ) -> Run:
     if not settings.api_key:
         raise ConfigurationError("online mode needs an API key: pass api_key=... or set PRIME_API_KEY")
+    with_spool = spool_max_bytes is not None and transport == "direct"
+    if with_spool:
+        check_runs_dir(settings.runs_dir)
     http = PlatformHTTP(api_key=settings.api_key, base_url=settings.base_url)
     register_for_fork_reset(http)
     backend: RunBackend
@@ -330,20 +358,13 @@ def _online_run(
         context["model"] = spec.model
 
     run_folder = Path(settings.runs_dir) / identity.id
-    with_spool = spool_max_bytes is not None and transport == "direct"
-    if with_spool and owner:
-        write_run_document(
-            run_folder,
-            spec,
-            identity,
-            settings,
-            sinks,
-            step_interval,
-            url=opened.url,
-            attached=id is not None,
-            opted_out=opted_out,
+    document = (
+        sync_document(
+            spec, identity, settings, sinks, step_interval, url=opened.url, attached=id is not None, opted_out=opted_out
         )
-    pause = TRAINING_PAUSE_SECONDS if spec.kind == "train" else (EVAL_PAUSE_SECONDS if with_spool else None)
+        if owner and transport == "direct"
+        else None
+    )
     resource = run_resource(identity)
     end_marker: OtlpRecordSink | None = None
     exporters: list[RecordExporter]
@@ -357,7 +378,23 @@ def _online_run(
         exporters = _sink_exporters(spec, settings, identity, context, http, opted_out, sinks, step_interval)
         if spec.kind == "train":
             metric_sinks = [RftMetricsWriter(TrainingRunsAPI(http), identity.id)]
-    spool = _run_spool(run_folder, "records", [e.name for e in exporters], spool_max_bytes, owner, with_spool)
+    spool: RunSpool | None = None
+    metrics_spool: RunSpool | None = None
+    if spool_max_bytes is not None and with_spool:
+        try:
+            if document is not None:
+                run_folder.mkdir(parents=True, exist_ok=True)
+                write_json_atomically(run_folder / RUN_FILE, document)
+            spool = _run_spool(run_folder, "records", [e.name for e in exporters], spool_max_bytes, owner)
+            if spec.kind == "train":
+                names = [sink.name for sink in metric_sinks]
+                metrics_spool = _run_spool(run_folder, "metrics", names, spool_max_bytes, owner)
+        except OSError as exc:
+            # The folder passed its check before the run was registered; the run goes on without a spool.
+            notes.note(f"opening the run's spool in {run_folder}", exc, surface=False)
+            spool = metrics_spool = None
+            with_spool = False
+    pause = TRAINING_PAUSE_SECONDS if spec.kind == "train" else (EVAL_PAUSE_SECONDS if with_spool else None)
     slots = [
         SinkSlot(exporter, pause_seconds=pause, on_failure=notes.note_sink_failure, spool=spool)
         for exporter in exporters
@@ -365,9 +402,6 @@ def _online_run(
     processor = RecordProcessor(slots, resource, spool=spool)
     metrics = None
     if spec.kind == "train":
-        metrics_spool = _run_spool(
-            run_folder, "metrics", [sink.name for sink in metric_sinks], spool_max_bytes, owner, with_spool
-        )
         metric_slots = [
             SinkSlot(sink, pause_seconds=pause, on_failure=notes.note_sink_failure, spool=metrics_spool)
             for sink in metric_sinks
@@ -394,6 +428,8 @@ def _online_run(
             end_marker=end_marker,
             http=http,
             run_folder=run_folder if with_spool else None,
+            sync_document=document,
+            sync_folder=run_folder,
             tracer_provider=provider,
             advertisement=advertisement,
             closers=[http.close],

@@ -26,14 +26,15 @@ from ._fork import register_for_fork_reset
 from ._metric_values import metric_row
 from ._offline import RUN_FILE, OfflineRunWriter, write_json_atomically
 from ._records import clean
-from ._report import DeliveryReport, SinkReport
+from ._report import Closure, DeliveryReport, SinkReport
+from ._spool import DISK_FULL, RunSpool
 from ._status_line import Progress, StatusLine
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, RunStatus
 from .client import PlatformHTTP
 from .errors import RunFinishedError
 from .exporters.otlp import OtlpRecordSink
 from .exporters.traces import PrimeTracesExporter
-from .processors import RecordProcessor, RunLifecycleProcessor, StepMetricsUploader, Uploader
+from .processors import RecordProcessor, RunLifecycleProcessor, SinkSlot, StepMetricsUploader, Uploader
 from .resources import RunAdvertisement, RunIdentity
 
 _logger = logging.getLogger("prime_otel")
@@ -66,6 +67,10 @@ class RunParts:
     advertisement: RunAdvertisement | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
     print_report: bool = True
+    #: What ``prime-otel sync`` needs to close this run later (owner, direct transport); written to
+    #: ``sync_folder`` at init when the run keeps a spool, otherwise only when closing was not confirmed.
+    sync_document: dict[str, Any] | None = None
+    sync_folder: Path | None = None
 
 
 def coerce_status(status: RunStatus | str) -> RunStatus:
@@ -94,7 +99,8 @@ class Run:
         self._report: DeliveryReport | None = None
         self._final_error: str | None = None
         self._deadline: float | None = None
-        self._closed_on_platform = False
+        self._closure = Closure.OPEN
+        self._close_error: str | None = None
         if parts.tracer_provider is not None:
             parts.tracer_provider.add_span_processor(RunLifecycleProcessor(self._close_run))
         self._status_line = StatusLine(parts.identity.id, self._progress)
@@ -179,17 +185,23 @@ class Run:
 
     @property
     def errors(self) -> list[str]:
+        """Contained failures, each distinct text once (with a count when it repeated)."""
         return self._parts.notes.errors
 
     @property
     def dropped_records(self) -> int:
+        """Records that reached no sink (the queue was full and the spool could not keep them)."""
         return sum(uploader.dropped_records for uploader in self._uploaders)
 
     @property
     def failed_records(self) -> dict[str, int]:
         """Per sink, records not known to be stored: failed, or possibly missing after an ambiguous failure.
-        Records still kept in the spool are not counted here (``report`` shows them; sync delivers them)."""
-        counts: dict[str, int] = {}
+        Once the run is finished this also counts what is still in the spool: those records are not on the
+        platform (a later ``prime-otel sync`` may deliver them; ``report`` tells the kinds apart)."""
+        if self._report is not None:
+            counts = {s.sink: s.failed + s.possibly_missing + s.pending for s in self._report.sinks}
+            return {sink: count for sink, count in counts.items() if count}
+        counts = {}
         for uploader in self._uploaders:
             for slot in uploader.slots:
                 missing = len(slot.spool.sink(slot.name).missing) if slot.spool is not None else 0
@@ -342,10 +354,14 @@ class Run:
         if parts.advertisement is not None and self._owns_lifecycle:
             parts.advertisement.withdraw()
         self._status_line.stop()
-        self._report = self._build_report()
+        if parts.mode == "disabled":
+            self._closure = Closure.NOT_TRACKED
+        if self._closure is Closure.NOT_CONFIRMED and parts.run_folder is None:
+            self._quietly("writing the run folder for prime-otel sync", self._write_sync_folder, surface=False)
+        self._report = self._build_report(final=True)
         if parts.run_folder is not None:
-            self._quietly("writing the delivery report", self._write_report_files)
-        self._warn_losses()
+            self._quietly("writing the delivery report", self._write_report_files, surface=False)
+        self._warn_losses(self._report)
         if parts.print_report and parts.mode != "disabled":
             print(self._report.render(), file=sys.stderr)
 
@@ -364,11 +380,20 @@ class Run:
             )
             with bounded:
                 self._close_on_platform(self.status, self._final_error)
+        else:
+            self._closure = Closure.LEFT_TO_OWNER
 
     def _close_on_platform(self, status: RunStatus, error: str | None) -> None:
         parts = self._parts
-        if parts.offline is not None:
-            parts.offline.write_run_document(self._offline_document(status, error))
+        offline = parts.offline
+        if offline is not None:
+            try:
+                offline.write_run_document(self._offline_document(status, error))
+            except Exception as exc:
+                self._parts.notes.note("writing the run's status to its folder", exc, surface=False)
+                self._settle_closure(Closure.NOT_CONFIRMED, describe(exc))
+            else:
+                self._settle_closure(Closure.WRITTEN_TO_FOLDER)
             return
         backend = parts.backend
         if backend is None:
@@ -380,27 +405,40 @@ class Run:
             _logger.info(
                 "Run %s is attached: its %s status is left to the launcher that owns it", self.id, status.value
             )
+            self._closure = Closure.LEFT_TO_LAUNCHER
             return
-        final_error = error or (self.errors[0] if self.errors else None)
-        self._closed_on_platform = self._quietly(
-            "finalizing the run",
-            lambda: backend.finalize(
-                self.id, status, summary=summary or None, error=final_error, config=self.config or None
-            ),
-        )
+        final_error = error or self._parts.notes.first_error
+        try:
+            backend.finalize(self.id, status, summary=summary or None, error=final_error, config=self.config or None)
+        except Exception as exc:
+            self._parts.notes.note("finalizing the run", exc)
+            self._settle_closure(Closure.NOT_CONFIRMED, describe(exc))
+            return
+        # An evaluation platform without the status write (an older deployment) records a non-completed status
+        # in the run's metadata: the run itself keeps showing as running.
+        in_metadata = status is not RunStatus.COMPLETED and getattr(backend, "_status_endpoint_missing", False)
+        self._settle_closure(Closure.RECORDED_IN_METADATA if in_metadata else Closure.CONFIRMED)
+
+    def _settle_closure(self, closure: Closure, error: str | None = None) -> None:
+        self._closure = closure
+        self._close_error = error
 
     def _send_end_marker(self, marker: OtlpRecordSink) -> None:
         metrics = self._parts.metrics
         rows = sum(slot.exporter.stats.delivered for slot in metrics.slots) if metrics is not None else 0
         sent = marker.send_end_marker(
             status=self.status.value,
-            error=self._final_error or (self.errors[0] if self.errors else None),
+            error=self._final_error or self._parts.notes.first_error,
             summary=self.summary,
             metric_rows=rows,
             owner=self._owns_lifecycle,
         )
         if not sent:
-            self._parts.notes.note("sending the run.end marker", RuntimeError("the OTLP exporter did not accept it"))
+            refused = RuntimeError("the OTLP exporter did not accept it")
+            self._parts.notes.note("sending the run.end marker", refused)
+            self._settle_closure(Closure.NOT_CONFIRMED, describe(refused))
+        else:
+            self._closure = Closure.HANDED_TO_GATEWAY if self._owns_lifecycle else Closure.LEFT_TO_OWNER
 
     def _summary_for_platform(self) -> dict[str, Any]:
         summary = dict(self.summary)
@@ -420,6 +458,7 @@ class Run:
                     "dropped": report.dropped,
                     "spooled": report.spooled,
                     "replayed": report.replayed,
+                    "still_spooled": report.pending,
                     "possibly_missing": report.possibly_missing,
                 }
                 for report in self._build_report().sinks
@@ -438,44 +477,28 @@ class Run:
             "config": self.config,
         }
 
-    def _quietly(self, what: str, step: Callable[[], object]) -> bool:
+    def _quietly(self, what: str, step: Callable[[], object], *, surface: bool = True) -> bool:
         try:
             step()
         except Exception as exc:
-            self._parts.notes.note(what, exc)
+            self._parts.notes.note(what, exc, surface=surface)
             return False
         return True
 
-    def _build_report(self) -> DeliveryReport:
+    def _build_report(self, *, final: bool = False) -> DeliveryReport:
         sinks: list[SinkReport] = []
+        notes: list[str] = []
         for uploader in self._uploaders:
+            spool = uploader.spool
+            dropped_reason = (
+                spool.refusal_reason
+                if spool is not None and spool.refusal_reason
+                else "queue full: the producer outran the uploader"
+            )
             for slot in uploader.slots:
-                stats = slot.exporter.stats
-                state = "retired" if slot.retired else ("off" if not slot.exporter.enabled else "ok")
-                if slot.paused:
-                    state = "paused"
-                reason = slot.exporter.quiet_off_reason
-                if reason:
-                    state = reason
-                ledger = slot.spool.sink(slot.name) if slot.spool is not None else None
-                spool_dropped = slot.spool.dropped if slot.spool is not None else 0
-                sinks.append(
-                    SinkReport(
-                        sink=slot.name,
-                        delivered=stats.delivered,
-                        failed=slot.failed,
-                        dropped=uploader.dropped_records + spool_dropped,
-                        skipped=stats.skipped,
-                        requests=stats.requests,
-                        bytes=stats.bytes,
-                        state=state,
-                        spooled=ledger.spooled if ledger else 0,
-                        replayed=ledger.replayed if ledger else 0,
-                        pending=slot.spool.waiting(slot.name) if slot.spool is not None else 0,
-                        possibly_missing=len(ledger.missing) if ledger else 0,
-                        failure_reasons=dict(slot.failure_reasons),
-                    )
-                )
+                sinks.append(self._sink_report(slot, uploader.dropped_records, dropped_reason, final))
+            if spool is not None:
+                notes += _spool_notes(spool)
         offline = self._parts.offline
         if offline is not None:
             sinks.append(
@@ -490,7 +513,66 @@ class Run:
                     state=str(offline.folder),
                 )
             )
-        return DeliveryReport(run_id=self.id, url=self.url, status=self.status.value, sinks=tuple(sinks))
+        folder = self._parts.run_folder or (offline.folder if offline is not None else None)
+        return DeliveryReport(
+            run_id=self.id,
+            url=self.url,
+            status=self.status.value,
+            sinks=tuple(sinks),
+            closure=self._closure,
+            close_error=self._close_error,
+            folder=str(folder) if folder is not None else None,
+            notes=tuple(dict.fromkeys(notes)),
+        )
+
+    @staticmethod
+    def _sink_report(slot: SinkSlot, dropped: int, dropped_reason: str, final: bool) -> SinkReport:
+        stats = slot.exporter.stats
+        state = "retired" if slot.retired else ("off" if not slot.exporter.enabled else "ok")
+        if slot.paused:
+            state = "paused"
+        reason = slot.exporter.quiet_off_reason
+        if reason:
+            state = reason
+        spool = slot.spool
+        ledger = spool.sink(slot.name) if spool is not None else None
+        waiting = spool.waiting(slot.name) if spool is not None else 0
+        failed, reasons = slot.failed, dict(slot.failure_reasons)
+        unexplained = failed - sum(reasons.values())
+        if unexplained > 0 and spool is not None and spool.refusal_reason:
+            # With a spool a sink loses records only when the spool could not keep them (the rest wait in it).
+            reasons[spool.refusal_reason] = reasons.get(spool.refusal_reason, 0) + unexplained
+        if final and spool is not None and spool.set_aside_to is not None and waiting:
+            # No sync can deliver from a spool whose ledger could not be kept: what it still holds is lost here.
+            lost_because = spool.refusal_reason or DISK_FULL
+            failed += waiting
+            reasons[lost_because] = reasons.get(lost_because, 0) + waiting
+            waiting = 0
+        return SinkReport(
+            sink=slot.name,
+            delivered=stats.delivered,
+            failed=failed,
+            dropped=dropped,
+            skipped=stats.skipped,
+            requests=stats.requests,
+            bytes=stats.bytes,
+            state=state,
+            spooled=ledger.spooled if ledger else 0,
+            replayed=ledger.replayed if ledger else 0,
+            pending=waiting,
+            possibly_missing=len(ledger.missing) if ledger else 0,
+            failure_reasons=reasons,
+            dropped_reasons={dropped_reason: dropped} if dropped else {},
+        )
+
+    def _write_sync_folder(self) -> None:
+        """Closing was not confirmed and the run keeps no spool: leave what ``prime-otel sync`` needs to close it."""
+        parts = self._parts
+        if parts.sync_document is None or parts.sync_folder is None:
+            return
+        parts.sync_folder.mkdir(parents=True, exist_ok=True)
+        write_json_atomically(parts.sync_folder / RUN_FILE, parts.sync_document)
+        parts.run_folder = parts.sync_folder
 
     def _write_report_files(self) -> None:
         folder = self._parts.run_folder
@@ -503,19 +585,31 @@ class Run:
                 status=self.status.value,
                 error=self._final_error,
                 summary=self.summary,
-                closed_on_platform=self._closed_on_platform,
+                closure=self._closure.value,
+                # What prime-otel sync reads: False leaves closing the run to the sync.
+                closed_on_platform=self._closure is not Closure.NOT_CONFIRMED,
             )
             write_json_atomically(run_file, document)
 
-    def _warn_losses(self) -> None:
+    def _warn_losses(self, report: DeliveryReport) -> None:
         if self.dropped_records:
-            _logger.warning(
-                "Run %s: %d records reached no sink because the producer outran the uploader",
-                self.id,
-                self.dropped_records,
-            )
-        for sink, count in self.failed_records.items():
-            _logger.warning("Run %s: the %s sink could not store %d records", self.id, sink, count)
+            _logger.warning("Run %s: %d records reached no sink", self.id, self.dropped_records)
+        for sink in report.sinks:
+            if sink.failed or sink.possibly_missing:
+                _logger.warning(
+                    "Run %s: the %s sink could not store %d records",
+                    self.id,
+                    sink.sink,
+                    sink.failed + sink.possibly_missing,
+                )
+            if sink.pending:
+                _logger.warning(
+                    "Run %s: %d records of the %s sink are still in the spool: %s",
+                    self.id,
+                    sink.pending,
+                    sink.sink,
+                    report.sync_command,
+                )
 
     # -- exit paths ------------------------------------------------------------------------------
 
@@ -530,7 +624,11 @@ class Run:
             return False
         import asyncio
 
-        if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
+        if isinstance(exc, SystemExit) and exc.code in (0, None):
+            status, message = RunStatus.COMPLETED, None  # sys.exit(0) is a clean exit
+        elif isinstance(exc, SystemExit):
+            status, message = RunStatus.FAILED, _describe_exit(exc)
+        elif isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
             status, message = RunStatus.CANCELLED, "interrupted"
         else:
             status, message = RunStatus.FAILED, describe(exc)
@@ -570,6 +668,26 @@ class Run:
         self._signals = None
         self._status_line = StatusLine(self.id, self._progress)
         self._parts.notes.reset_after_fork()
+
+
+def _describe_exit(ending: SystemExit) -> str:
+    code = ending.code
+    return f"SystemExit: exit code {code}" if isinstance(code, int) else f"SystemExit: {code}"
+
+
+def _spool_notes(spool: RunSpool) -> list[str]:
+    notes = []
+    if spool.set_aside_to is not None:
+        notes.append(
+            f"the spool's ledger could not be saved ({spool.refusal_reason}): its files were moved to "
+            f"{spool.set_aside_to}, where no sync reads them (it could resend records already stored)"
+        )
+    elif spool.refusal_reason is not None:
+        notes.append(
+            f"the spool at {spool.folder} stopped keeping records ({spool.refusal_reason}); "
+            f"{spool.refused} records were not kept in it"
+        )
+    return notes
 
 
 def _left(deadline: float) -> float:

@@ -8,10 +8,16 @@ flight, so a later replay never resends what may already have been applied to a 
 
 Layout under ``<run folder>/spool/``: ``log-<first seq>.jsonl`` segments of ``{"s": seq, "k": kind,
 "r": record}`` lines, and ``ledger.json``.
+
+A live run's spool contains disk errors (``contain_disk_errors``): a log write that fails (a full disk) is cut
+back to the last whole line and the spool keeps no more records (what it holds is still replayed); a ledger
+that cannot be saved any more would let a later sync resend what a non-idempotent sink already stored, so the
+spool's folder is then moved aside (``unsynced-<name>``), out of every sync's reach.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -37,6 +43,10 @@ SEGMENT_PREFIX = "log-"
 SEGMENT_BYTES = 64 * 1024 * 1024
 LEDGER_SAVE_INTERVAL_SECONDS = 0.5
 DEFAULT_SPOOL_MAX_BYTES = 4 * 1024 * 1024 * 1024
+SET_ASIDE_PREFIX = "unsynced-"
+DISK_FULL = "spool disk full"
+SPOOL_FULL = "spool full"
+_DISK_FULL_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class SeqSet:
@@ -199,6 +209,9 @@ class _LogIndex:
         self._segment_numbers.insert(at, len(self._segments) - 1)
         self._offsets.insert(at, offset)
 
+    def move(self, folder: Path) -> None:
+        self._segments = [folder / segment.name for segment in self._segments]
+
     def find(self, seq: int) -> tuple[Path, int] | None:
         at = bisect_left(self._seqs, seq)
         if at == len(self._seqs) or self._seqs[at] != seq:
@@ -216,6 +229,7 @@ class RunSpool:
         *,
         name: str = SPOOL_DIR,
         sinks: Sequence[str] = (),
+        contain_disk_errors: bool = False,
     ) -> None:
         self.run_folder = run_folder
         self.name = name
@@ -223,7 +237,12 @@ class RunSpool:
         self.sinks = list(sinks)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.max_bytes = max_bytes
-        self.dropped = 0
+        #: Records the spool did not keep, and why (it stays that way: a spool never empties while it lives).
+        self.refused = 0
+        self.refusal_reason: str | None = None
+        #: Where the spool's files went when its ledger could not be saved (see the module docstring).
+        self.set_aside_to: Path | None = None
+        self._contain_disk_errors = contain_disk_errors
         self._lock = threading.Lock()
         self._sinks: dict[str, SinkLedger] = {}
         self._next_seq = 0
@@ -244,7 +263,11 @@ class RunSpool:
         """A forked child keeps its own log: two processes never append to one sequence."""
         base = self.name.split("@")[0]
         self.__init__(  # type: ignore[misc]
-            self.run_folder, self.max_bytes, name=f"{base}@{os.getpid()}", sinks=self.sinks
+            self.run_folder,
+            self.max_bytes,
+            name=f"{base}@{os.getpid()}",
+            sinks=self.sinks,
+            contain_disk_errors=self._contain_disk_errors,
         )
 
     # -- the log ---------------------------------------------------------------------------------
@@ -288,8 +311,13 @@ class RunSpool:
     def append(self, kind: str, encoded_records: Sequence[bytes]) -> list[int] | None:
         """Log records (compact JSON, unstamped); their seqs, or None when the spool is full (nothing written)."""
         with self._lock:
-            if self._bytes >= self.max_bytes:
-                self.dropped += len(encoded_records)
+            if self.refusal_reason is None and self._bytes >= self.max_bytes:
+                self.refusal_reason = SPOOL_FULL
+                _logger.warning(
+                    "the spool at %s is full (%d bytes): it keeps no more records", self.folder, self._bytes
+                )
+            if self.refusal_reason is not None:
+                self.refused += len(encoded_records)
                 return None
             first = self._next_seq
             kind_json = json.dumps(kind).encode()
@@ -297,14 +325,17 @@ class RunSpool:
                 b'{"s":%d,"k":%s,"r":%s}\n' % (first + offset, kind_json, data)
                 for offset, data in enumerate(encoded_records)
             ]
-            self._next_seq = first + len(lines)
             if self._segment is None or self._segment_bytes >= SEGMENT_BYTES:
                 self._segment, self._segment_bytes = self.folder / f"{SEGMENT_PREFIX}{first:012d}.jsonl", 0
-            descriptor = os.open(self._segment, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
-                os.write(descriptor, b"".join(lines))
-            finally:
-                os.close(descriptor)
+                _append_whole(self._segment, b"".join(lines), self._segment_bytes)
+            except OSError as exc:
+                if not self._contain_disk_errors:
+                    raise
+                self._stop_keeping(exc)
+                self.refused += len(lines)
+                return None
+            self._next_seq = first + len(lines)
             offset = self._segment_bytes
             for seq, line in enumerate(lines, start=first):
                 self._index.add(seq, self._segment, offset)
@@ -360,6 +391,8 @@ class RunSpool:
             self.save()
 
     def save(self) -> None:
+        if self.set_aside_to is not None:
+            return
         self._last_save = time.monotonic()
         with self._lock:
             document = {
@@ -367,7 +400,51 @@ class RunSpool:
                 "declared_sinks": self.sinks,
                 "sinks": {n: s.to_dict() for n, s in self._sinks.items()},
             }
-        write_json_atomically(self.folder / LEDGER_FILE, document)
+        try:
+            write_json_atomically(self.folder / LEDGER_FILE, document)
+        except OSError as exc:
+            if not self._contain_disk_errors:
+                raise
+            self._set_aside(exc)
+
+    def _stop_keeping(self, error: OSError) -> None:
+        """Called with the lock held, once a write failed: the spool keeps nothing more from now on."""
+        if self.refusal_reason is not None:
+            return
+        self.refusal_reason = (
+            DISK_FULL if error.errno in _DISK_FULL_ERRORS else f"spool not writable: {error.strerror or error}"
+        )
+        _logger.warning(
+            "the spool at %s cannot be written (%s): it keeps no more records; what it holds is still replayed",
+            self.folder,
+            error,
+        )
+
+    def _set_aside(self, error: OSError) -> None:
+        with self._lock:
+            self._stop_keeping(error)
+            target = self.run_folder / f"{SET_ASIDE_PREFIX}{self.name}"
+            try:
+                os.rename(self.folder, target)
+            except OSError as rename_error:
+                _logger.error(
+                    "the spool's ledger at %s could not be saved (%s) nor its folder moved aside (%s): do not run "
+                    "prime-otel sync on this run folder, it could resend records already stored",
+                    self.folder,
+                    error,
+                    rename_error,
+                )
+                target = self.folder
+            else:
+                self._index.move(target)
+                self.folder = target
+                self._segment = None
+                _logger.warning(
+                    "the spool's ledger could not be saved (%s): its files were moved to %s, where no sync reads them",
+                    error,
+                    target,
+                )
+            self.set_aside_to = target
 
     def defer(self, name: str, seqs: Sequence[int], *, dispatched: bool = True) -> None:
         """These records did not reach ``name`` and may be replayed (they were never applied). ``dispatched``
@@ -442,3 +519,21 @@ class RunSpool:
             ledger.inflight = [seq for seq in ledger.inflight if seq not in done]
         if dispatched and seqs:
             ledger.through = max(ledger.through, max(seqs) + 1)
+
+
+def _append_whole(segment: Path, data: bytes, size_before: int) -> None:
+    """Append ``data`` in full; a write that fails part way is cut back to ``size_before``, so the log never
+    holds records that nobody was told about (a later sync would deliver them a second time)."""
+    descriptor = os.open(segment, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(descriptor, view) :]
+    except OSError:
+        try:
+            os.ftruncate(descriptor, size_before)
+        except OSError:
+            _logger.warning("the spool could not cut %s back to its last whole line", segment)
+        raise
+    finally:
+        os.close(descriptor)

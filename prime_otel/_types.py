@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -17,6 +18,40 @@ SinkPolicy = Literal["dual", "traces", "legacy"]
 CONFIG_SOURCE_KEY = "config_source"
 MAX_CONFIG_SOURCE_BYTES = 262_144
 _CONFIG_FORMATS = {".toml": "toml", ".json": "json", ".yaml": "yaml", ".yml": "yaml"}
+_READ_CHUNK = 65536
+_FILE_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+class NotARegularFileError(ConfigurationError):
+    """A settings or config path names something other than a regular file (reading it could block forever)."""
+
+
+def read_regular_file(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
+    """Up to ``limit`` bytes of a regular file. It is opened without blocking and checked before any read,
+    so a FIFO (which would wait for a writer forever) or a device gives ``NotARegularFileError`` at once."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((name for test, name in _FILE_KINDS if test(mode)), "something else")
+            raise NotARegularFileError(f"{what} {os.fspath(path)!r} is {kind}, not a regular file")
+        chunks: list[bytes] = []
+        left = limit
+        while left > 0:
+            chunk = os.read(descriptor, min(_READ_CHUNK, left))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(descriptor)
 
 
 class RunStatus(str, Enum):
@@ -100,8 +135,7 @@ class ConfigSource:
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> ConfigSource:
         try:
-            with open(path, "rb") as handle:
-                raw = handle.read(MAX_CONFIG_SOURCE_BYTES + 1)
+            raw = read_regular_file(path, MAX_CONFIG_SOURCE_BYTES + 1, "config file")
         except FileNotFoundError:
             raise ConfigurationError(
                 f"config file {os.fspath(path)!r} does not exist; pass the path of the file the run was launched "

@@ -240,6 +240,8 @@ def test_a_platform_without_the_status_write_records_the_failure_in_metadata(
     assert outcome.returncode == 0, outcome.describe()
     assert "RAISED" in outcome.said
     assert "keep showing as running" in outcome.stderr
+    assert f"Run {outcome.run_id} failed" not in outcome.stderr  # the report never claims what the platform lacks
+    assert "recorded under metadata.prime_runs" in outcome.stderr
     view = PlatformView(local_platform, outcome.run_id)
     assert view.status == "RUNNING"
     assert [write["status"] for write in view.status_writes] == [404]
