@@ -9,6 +9,7 @@ from ._datadir import DataDir
 from ._db import Database
 from ._faults import ConnectionRegistry, FaultBook
 from ._hub import EnvironmentHub
+from ._inspection import RunIndex
 from ._objects import ObjectStore, UrlSigner
 from ._ratelimit import RateLimiter
 from ._recorder import RequestLog
@@ -33,6 +34,7 @@ class Platform:
     connections: ConnectionRegistry
     limiter: RateLimiter
     auth: Authenticator
+    index: RunIndex
 
     @classmethod
     def open(cls, data: DataDir, api_key: str, settings: Settings) -> Platform:
@@ -52,4 +54,5 @@ class Platform:
             connections=ConnectionRegistry(),
             limiter=RateLimiter(),
             auth=Authenticator(api_key, runs.hosted_run_for_token),
+            index=RunIndex(db),
         )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -89,7 +90,16 @@ def page(browser_context: BrowserContext) -> Iterator[Page]:
     assert errors == [], f"uncaught errors in the page: {errors}"
 
 
-@pytest.fixture(scope="session")
-def artifacts() -> Path:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    return ARTIFACTS
+@pytest.fixture(scope="module")
+def screenshot(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Page, str], Path]:
+    """Saves a full-page screenshot under the test's temporary folder and copies it to test-artifacts/viewer/."""
+    folder = tmp_path_factory.mktemp("viewer-screenshots")
+
+    def take(page: Page, name: str) -> Path:
+        path = folder / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, ARTIFACTS / path.name)
+        return path
+
+    return take

@@ -42,7 +42,9 @@ export class ApiClient {
 
   async get(path, params = {}) {
     const url = new URL(path, window.location.origin);
-    for (const [name, value] of Object.entries(params)) url.searchParams.set(name, String(value));
+    for (const [name, value] of Object.entries(params)) {
+      if (value !== null && value !== undefined && value !== "") url.searchParams.set(name, String(value));
+    }
     const response = await fetch(url, {
       headers: { Authorization: `Bearer ${this.keyStore.get() ?? ""}`, Accept: "application/json" },
       cache: "no-store",
@@ -58,19 +60,28 @@ export class ApiClient {
   }
 
   async runs() {
-    return asList(await this.get("/_local/runs"));
+    return asList(await this.get("/_local/runs", { extended: true }));
   }
 
   run(id) {
     return this.get(this.runPath(id));
   }
 
-  async samples(id, offset, limit) {
-    return asPage(await this.get(`${this.runPath(id)}/samples`, { offset, limit }));
+  stats(id) {
+    return this.get(`${this.runPath(id)}/stats`);
   }
 
-  async episodes(id, offset, limit) {
-    return asPage(await this.get(`${this.runPath(id)}/episodes`, { offset, limit }));
+  // query: {sort: "reward"|"-reward", outcome: "ok"|"error", environment: <id>}; unset keys are left out.
+  async samples(id, offset, limit, query = {}) {
+    return asPage(await this.get(`${this.runPath(id)}/samples`, { offset, limit, ...query }));
+  }
+
+  async episodes(id, offset, limit, query = {}) {
+    return asPage(await this.get(`${this.runPath(id)}/episodes`, { offset, limit, ...query }));
+  }
+
+  episode(id, recordId) {
+    return this.get(`${this.runPath(id)}/episodes/${encodeURIComponent(recordId)}`);
   }
 
   async steps(id) {

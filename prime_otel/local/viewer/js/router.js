@@ -1,5 +1,5 @@
-// Routes: #/runs, #/runs/<id>, #/runs/<id>/<tab>. Without a hash route the path is read
-// instead, so the server's viewer_url form /runs/<id> opens the same page.
+// Routes: #/runs, #/runs/<id>, #/runs/<id>/<tab>, #/runs/<id>/episodes/<episode id>. Without a
+// hash route the path is read instead, so the server's viewer_url form /runs/<id> opens the same page.
 
 function segmentsOf(path) {
   return path
@@ -17,6 +17,8 @@ function segmentsOf(path) {
 export function currentRoute() {
   const hash = window.location.hash.replace(/^#/, "");
   const parts = segmentsOf(hash.startsWith("/") ? hash : window.location.pathname);
-  if (parts[0] === "runs" && parts.length >= 2) return { name: "run", id: parts[1], tab: parts[2] ?? null };
+  if (parts[0] === "runs" && parts.length >= 2) {
+    return { name: "run", id: parts[1], tab: parts[2] ?? null, item: parts[3] ?? null };
+  }
   return { name: "runs" };
 }

@@ -1,64 +1,92 @@
-// Samples tab: the evaluation's v0 sample rows.
-import { el, fmtBool, fmtNumber, truncate } from "../dom.js";
-import { PagedTable } from "../table.js";
+// Samples tab: the evaluation's v0 sample rows, sortable by reward and filtered by outcome and environment.
+import { el, fmtNumber, runHref, truncate } from "../dom.js";
+import { lastOfRole, messagePreview, promptAndCompletion } from "../messages.js";
+import { sampleView } from "../record.js";
+import { filterBar, PagedTable } from "../table.js";
+import { errorText } from "../transcript.js";
 
-function messageText(message) {
-  const content = message?.content;
-  if (typeof content === "string" && content.trim()) return content;
-  if (Array.isArray(content)) return content.map((part) => (typeof part?.text === "string" ? part.text : "")).join(" ");
-  const calls = Array.isArray(message?.tool_calls) ? message.tool_calls : [];
-  return calls
-    .map(
-      (call) =>
-        `${call?.name ?? call?.function?.name ?? "tool"}(${call?.arguments ?? call?.function?.arguments ?? ""})`,
-    )
-    .join(" ");
+export function outcomeBadge(ok) {
+  return ok
+    ? el("span", { class: "badge tone-ok", testid: "row-outcome" }, "ok")
+    : el("span", { class: "badge tone-error", testid: "row-outcome" }, "error");
 }
 
-function errorText(error) {
-  if (!error) return null;
-  if (typeof error === "string") return error;
-  return [error.type, error.message].filter(Boolean).join(": ") || null;
+export function environmentOptions(environments) {
+  return [["", "All environments"], ...environments.map((e) => [e.id, `${e.name} (${e.count})`])];
 }
 
-function completionPreview(completion) {
-  if (typeof completion === "string") return truncate(completion, 90);
-  if (!Array.isArray(completion)) return "";
-  const replies = completion.filter((m) => m?.role === "assistant");
-  const last = replies.length ? replies[replies.length - 1] : completion[completion.length - 1];
-  return truncate(messageText(last), 90);
+export const OUTCOME_OPTIONS = [
+  ["", "Any outcome"],
+  ["ok", "OK only"],
+  ["error", "Errors only"],
+];
+
+function sampleEnvironment(sample) {
+  return sample?.info?.native_wrapper?.env?.id ?? null;
 }
 
 export class SamplesTab {
-  constructor(api, run) {
+  constructor(api, run, stats) {
+    const environments = stats?.samples?.environments ?? [];
+    const names = new Map(environments.map((e) => [e.id, e.name]));
     this.table = new PagedTable({
       testid: "samples-table",
       rowTestid: "sample-row",
-      emptyText: "No samples were pushed to this run.",
-      fetchPage: (offset, limit) => api.samples(run.id, offset, limit),
+      emptyText: "No samples match.",
+      fetchPage: (offset, limit, query) => api.samples(run.id, offset, limit, query),
+      detail: (s) =>
+        sampleView(s, {
+          episodeHref: s.episode_id && run.num_episodes ? runHref(run.id, "episodes", s.episode_id) : null,
+        }),
       columns: [
         { key: "example_id", label: "example", numeric: true, cell: (s) => fmtNumber(s.example_id) },
         { key: "rollout_number", label: "rollout", numeric: true, cell: (s) => fmtNumber(s.rollout_number) },
-        { key: "reward", label: "reward", numeric: true, cell: (s) => fmtNumber(s.reward) },
-        { key: "is_completed", label: "completed", cell: (s) => fmtBool(s.is_completed) },
+        { key: "reward", label: "reward", numeric: true, sort: "reward", cell: (s) => fmtNumber(s.reward) },
+        { key: "outcome", label: "outcome", cell: (s) => outcomeBadge(!s.error && s.is_completed !== false) },
         { key: "stop_condition", label: "stop condition", cell: (s) => s.stop_condition ?? "—" },
-        { key: "agent", label: "agent", cell: (s) => s.agent ?? "—" },
+        {
+          key: "environment",
+          label: "environment",
+          cell: (s) => names.get(sampleEnvironment(s)) ?? sampleEnvironment(s) ?? "—",
+        },
         {
           key: "completion",
           label: "completion",
-          cell: (s) => [
-            el("span", { class: "preview" }, completionPreview(s.completion)),
-            errorText(s.error)
-              ? el("span", { class: "preview-error", testid: "sample-error" }, truncate(errorText(s.error), 90))
-              : null,
-          ],
+          cell: (s) => {
+            const { completion } = promptAndCompletion(s);
+            const reply = lastOfRole(completion, "assistant") ?? completion[completion.length - 1];
+            return [
+              el("span", { class: "preview" }, truncate(messagePreview(reply), 90)),
+              s.error
+                ? el("span", { class: "preview-error", testid: "sample-error" }, truncate(errorText(s.error), 90))
+                : null,
+            ];
+          },
         },
       ],
     });
+    this.filters = filterBar(
+      [
+        { name: "outcome", label: "Outcome", options: OUTCOME_OPTIONS, testid: "filter-outcome" },
+        environments.length > 1
+          ? {
+              name: "environment",
+              label: "Environment",
+              options: environmentOptions(environments),
+              testid: "filter-environment",
+            }
+          : null,
+      ].filter(Boolean),
+      (filters) => this.table.setFilters(filters),
+    );
   }
 
   async mount(panel) {
-    panel.append(this.table.element);
+    panel.append(this.filters, this.table.element);
     await this.table.load(0);
+  }
+
+  refresh() {
+    return this.table.refresh();
   }
 }

@@ -1,22 +1,13 @@
-// Steps tab: the Parquet sample objects confirmed per training step and their decoded rows.
-import { el, fmtBytes, fmtNumber, notice, replaceChildren } from "../dom.js";
+// Steps tab: the Parquet sample objects confirmed per training step and their decoded rows, each row
+// read as prompt and completion the way the platform's training viewer shows it.
+import { el, fmtBytes, fmtCount, fmtNumber, notice, replaceChildren, truncate } from "../dom.js";
+import { lastOfRole, messagePreview, promptAndCompletion } from "../messages.js";
+import { stepRowView } from "../record.js";
 import { PagedTable, simpleTable } from "../table.js";
 
-// Parquet rows carry nested records as JSON strings; decode them for the expanded view.
-function decodedRow(row) {
-  const out = {};
-  for (const [name, value] of Object.entries(row)) {
-    if (typeof value === "string" && /^\s*[[{]/.test(value)) {
-      try {
-        out[name] = JSON.parse(value);
-        continue;
-      } catch {
-        // Not JSON after all: keep the text.
-      }
-    }
-    out[name] = value;
-  }
-  return out;
+function preview(messages, role) {
+  const message = lastOfRole(messages, role) ?? messages[messages.length - 1];
+  return el("span", { class: "preview" }, truncate(messagePreview(message), 70));
 }
 
 class StepSection {
@@ -28,13 +19,25 @@ class StepSection {
       rowTestid: "step-row",
       emptyText: "This step's objects hold no rows.",
       fetchPage: (offset, limit) => api.stepRows(runId, step.step, offset, limit),
-      detail: decodedRow,
+      detail: (r) => stepRowView(r),
       columns: [
         { key: "sample_id", label: "sample", numeric: true, cell: (r) => fmtNumber(r.sample_id) },
         { key: "problem_id", label: "problem", numeric: true, cell: (r) => fmtNumber(r.problem_id) },
+        { key: "env_name", label: "environment", cell: (r) => r.env_name || "—" },
+        { key: "prompt", label: "prompt", cell: (r) => preview(promptAndCompletion(r).prompt, "user") },
+        {
+          key: "completion",
+          label: "completion",
+          cell: (r) => preview(promptAndCompletion(r).completion, "assistant"),
+        },
+        {
+          key: "tokens",
+          label: "tokens in / out",
+          numeric: true,
+          cell: (r) => `${fmtCount(r.num_input_tokens)} / ${fmtCount(r.num_output_tokens)}`,
+        },
         { key: "reward", label: "reward", numeric: true, cell: (r) => fmtNumber(r.reward) },
         { key: "advantage", label: "advantage", numeric: true, cell: (r) => fmtNumber(r.advantage) },
-        { key: "env_name", label: "environment", cell: (r) => r.env_name || "—" },
       ],
     });
     this.loaded = false;

@@ -1,9 +1,13 @@
-// One run: header (refreshed while the run is active) and a tab per kind of data.
+// One run: a header and a tab per kind of data. While the run is running or processing, the header,
+// the overview's cards and charts and the visible table refresh every few seconds; polling stops
+// once the run is terminal.
 import { ApiError, UnauthorizedError } from "../api.js";
 import {
   ACTIVE_STATUSES,
   el,
-  fmtNumber,
+  epochSeconds,
+  fmtCount,
+  fmtDuration,
   fmtTime,
   kindBadge,
   normalStatus,
@@ -14,31 +18,49 @@ import {
 } from "../dom.js";
 import { ConfigTab } from "../tabs/config.js";
 import { EpisodesTab } from "../tabs/episodes.js";
-import { MetricsTab } from "../tabs/metrics.js";
+import { OverviewTab } from "../tabs/overview.js";
+import { RequestsTab } from "../tabs/requests.js";
 import { SamplesTab } from "../tabs/samples.js";
 import { StepsTab } from "../tabs/steps.js";
-import { SummaryTab } from "../tabs/summary.js";
 
-const REFRESH_MS = 3000;
+export const REFRESH_MS = 3000;
 
 const TABS = {
-  samples: { label: "Samples", make: (api, run) => new SamplesTab(api, run) },
-  episodes: { label: "Episodes", make: (api, run) => new EpisodesTab(api, run) },
-  metrics: { label: "Metrics", make: (api, run) => new MetricsTab(run) },
+  overview: { label: "Overview", make: (api, run, stats) => new OverviewTab(api, run, stats) },
+  samples: { label: "Samples", make: (api, run, stats) => new SamplesTab(api, run, stats) },
+  episodes: { label: "Episodes", make: (api, run, stats, route) => new EpisodesTab(api, run, stats, route) },
   steps: { label: "Steps", make: (api, run) => new StepsTab(api, run) },
   config: { label: "Config", make: (api, run) => new ConfigTab(run) },
-  summary: { label: "Summary / Requests", make: (api, run) => new SummaryTab(run) },
+  requests: { label: "Requests", make: (api, run) => new RequestsTab(api, run) },
 };
 
 function tabsFor(kind) {
   return kind === "train"
-    ? ["metrics", "steps", "episodes", "config", "summary"]
-    : ["samples", "episodes", "config", "summary"];
+    ? ["overview", "steps", "episodes", "config", "requests"]
+    : ["overview", "samples", "episodes", "config", "requests"];
 }
 
-function list(value) {
-  if (!Array.isArray(value) || value.length === 0) return "—";
-  return value.map((v) => (v && typeof v === "object" ? (v.name ?? v.id ?? JSON.stringify(v)) : String(v))).join(", ");
+function names(run) {
+  if (Array.isArray(run.environment_names) && run.environment_names.length) return run.environment_names.join(", ");
+  if (!Array.isArray(run.environments) || run.environments.length === 0) return "—";
+  return run.environments.map((v) => (v && typeof v === "object" ? (v.name ?? v.id ?? "?") : String(v))).join(", ");
+}
+
+function tags(run) {
+  const list = Array.isArray(run.tags) ? run.tags : [];
+  if (!list.length) return "—";
+  return el(
+    "span",
+    { class: "tags" },
+    list.map((t) => el("span", { class: "tag" }, String(t))),
+  );
+}
+
+export function runDuration(run) {
+  const start = epochSeconds(run.created_at);
+  const active = ACTIVE_STATUSES.has(normalStatus(run.status));
+  const end = active ? Date.now() / 1000 : epochSeconds(run.updated_at);
+  return start === null || end === null ? null : Math.max(0, end - start);
 }
 
 function fact(label, value, testid) {
@@ -49,20 +71,22 @@ export class RunView {
   constructor(api, route, onUnauthorized) {
     this.api = api;
     this.id = route.id;
-    this.requestedTab = route.tab;
+    this.route = route;
     this.onUnauthorized = onUnauthorized;
     this.disposed = false;
     this.timer = null;
+    this.tab = null;
+    this.stats = null;
     this.header = el("section", { class: "run-head", testid: "run-header" });
-    this.tabBar = el("nav", { class: "tabs", role: "tablist" });
-    this.panel = el("section", { class: "tab-panel", role: "tabpanel", testid: "tab-panel" });
+    this.tabBar = el("div", { class: "tabs", role: "tablist", "aria-label": "Run sections" });
+    this.panel = el("section", { class: "tab-panel", role: "tabpanel", id: "run-tab-panel", testid: "tab-panel" });
   }
 
   async mount(root) {
     root.append(el("a", { class: "back", href: "#/runs", testid: "back-to-runs" }, "← All runs"), this.header);
     let run;
     try {
-      run = await this.api.run(this.id);
+      [run, this.stats] = await Promise.all([this.api.run(this.id), this.loadStats()]);
     } catch (error) {
       if (error instanceof ApiError && error.status === 404) {
         root.append(notice(`No run with id ${this.id} on this server.`, "run-missing", "error"));
@@ -73,27 +97,30 @@ export class RunView {
     if (this.disposed) return;
     this.run = run;
     this.renderHeader(run);
-    const names = tabsFor(run.kind);
-    const first = names.includes(this.requestedTab) ? this.requestedTab : names[0];
+    const tabNames = tabsFor(run.kind);
+    const first = tabNames.includes(this.route.tab) ? this.route.tab : tabNames[0];
     replaceChildren(
       this.tabBar,
-      names.map((name) =>
+      tabNames.map((name) =>
         el(
           "button",
           {
             type: "button",
             role: "tab",
+            id: `tab-${name}`,
+            "aria-controls": "run-tab-panel",
             "data-tab": name,
             testid: `tab-${name}`,
             onclick: () => this.select(name, true),
+            onkeydown: (event) => this.moveFocus(event, tabNames, name),
           },
           TABS[name].label,
         ),
       ),
     );
     root.append(this.tabBar, this.panel);
-    this.scheduleIfActive(run);
-    await this.select(first, false);
+    this.schedule(run);
+    await this.select(first, false, this.route.item);
   }
 
   dispose() {
@@ -101,22 +128,43 @@ export class RunView {
     clearTimeout(this.timer);
   }
 
-  async select(name, remember) {
+  async loadStats() {
+    try {
+      return await this.api.stats(this.id);
+    } catch (error) {
+      if (error instanceof UnauthorizedError) throw error;
+      return null; // The cards fall back to the run's own summary.
+    }
+  }
+
+  moveFocus(event, tabNames, name) {
+    const at = tabNames.indexOf(name);
+    const moves = { ArrowRight: at + 1, ArrowLeft: at - 1, Home: 0, End: tabNames.length - 1 };
+    if (!(event.key in moves)) return;
+    event.preventDefault();
+    const next = tabNames[(moves[event.key] + tabNames.length) % tabNames.length];
+    this.tabBar.querySelector(`[data-tab="${next}"]`).focus();
+    this.select(next, true);
+  }
+
+  async select(name, remember, item = null) {
     for (const button of this.tabBar.querySelectorAll("button")) {
       const selected = button.dataset.tab === name;
       button.setAttribute("aria-selected", String(selected));
+      button.setAttribute("tabindex", selected ? "0" : "-1");
       button.classList.toggle("selected", selected);
     }
-    if (remember)
-      window.history.replaceState(
-        null,
-        "",
-        `${window.location.pathname}${window.location.search}${runHref(this.id, name)}`,
-      );
+    this.panel.setAttribute("aria-labelledby", `tab-${name}`);
+    if (remember) {
+      const href = runHref(this.id, name);
+      window.history.replaceState(null, "", `${window.location.pathname}${window.location.search}${href}`);
+    }
     const panel = el("div", { testid: `panel-${name}` });
     replaceChildren(this.panel, panel);
+    const tab = TABS[name].make(this.api, this.run, this.stats, { item });
+    this.tab = tab;
     try {
-      await TABS[name].make(this.api, this.run).mount(panel);
+      await tab.mount(panel);
     } catch (error) {
       if (error instanceof UnauthorizedError) {
         this.onUnauthorized(error);
@@ -128,6 +176,11 @@ export class RunView {
 
   renderHeader(run) {
     const status = normalStatus(run.status);
+    const live = ACTIVE_STATUSES.has(status);
+    const train = run.kind === "train";
+    const rows = Array.isArray(run.metric_rows) ? run.metric_rows : [];
+    const objects = Array.isArray(run.objects) ? run.objects : [];
+    const steps = rows.map((r) => r?.step).filter((s) => Number.isFinite(s));
     replaceChildren(
       this.header,
       el(
@@ -136,6 +189,9 @@ export class RunView {
         el("h1", { testid: "run-name" }, run.name || "(unnamed run)"),
         kindBadge(run.kind),
         statusBadge(status),
+        live
+          ? el("span", { class: "live", testid: "live-indicator" }, `live · refreshing every ${REFRESH_MS / 1000} s`)
+          : null,
       ),
       el("div", { class: "run-id" }, "id ", el("code", { testid: "run-id" }, run.id ?? this.id)),
       run.error_message ? el("pre", { class: "error-message", testid: "run-error" }, run.error_message) : null,
@@ -143,14 +199,27 @@ export class RunView {
         "dl",
         { class: "facts" },
         fact("model", run.model ?? "—", "run-model"),
+        fact("environments", names(run), "run-environments"),
         fact("framework", run.framework ?? "—", "run-framework"),
-        fact("tags", list(run.tags), "run-tags"),
-        fact("environments", list(run.environments), "run-environments"),
+        fact("tags", tags(run), "run-tags"),
         fact("created", fmtTime(run.created_at), "run-created"),
-        fact("updated", fmtTime(run.updated_at), "run-updated"),
-        fact("samples", fmtNumber(run.num_samples), "run-num-samples"),
-        fact("episodes", fmtNumber(run.num_episodes), "run-num-episodes"),
-        fact("traces", fmtNumber(run.num_traces), "run-num-traces"),
+        fact(live ? "running for" : "duration", fmtDuration(runDuration(run)), "run-duration"),
+        train
+          ? fact(
+              "steps logged",
+              steps.length ? `${fmtCount(steps.length)} (last ${Math.max(...steps)})` : "0",
+              "run-steps",
+            )
+          : fact("samples", fmtCount(run.num_samples), "run-num-samples"),
+        train
+          ? fact(
+              "sample rows (Parquet)",
+              fmtCount(objects.reduce((sum, o) => sum + (Number(o.rows) || 0), 0)),
+              "run-sample-rows",
+            )
+          : null,
+        fact("episodes", fmtCount(run.num_episodes), "run-num-episodes"),
+        fact("traces", fmtCount(run.num_traces), "run-num-traces"),
         run.team_id ? fact("team", run.team_id, "run-team") : null,
         run.hosted ? fact("hosted", "yes", "run-hosted") : null,
         this.details(run),
@@ -166,27 +235,31 @@ export class RunView {
       .map(([name, value]) => fact(name.replaceAll("_", " "), String(value), `run-detail-${name}`));
   }
 
-  scheduleIfActive(run) {
+  schedule(run) {
+    clearTimeout(this.timer);
     if (!ACTIVE_STATUSES.has(normalStatus(run.status))) return;
-    this.timer = setTimeout(() => this.refreshHeader(), REFRESH_MS);
+    this.timer = setTimeout(() => this.refresh(), REFRESH_MS);
   }
 
-  async refreshHeader() {
+  async refresh() {
     let run;
+    let stats;
     try {
-      run = await this.api.run(this.id);
+      [run, stats] = await Promise.all([this.api.run(this.id), this.loadStats()]);
     } catch (error) {
       if (this.disposed) return;
       if (error instanceof UnauthorizedError) {
         this.onUnauthorized(error);
         return;
       }
-      this.timer = setTimeout(() => this.refreshHeader(), REFRESH_MS);
+      this.timer = setTimeout(() => this.refresh(), REFRESH_MS);
       return;
     }
     if (this.disposed) return;
     this.run = run;
+    this.stats = stats ?? this.stats;
     this.renderHeader(run);
-    this.scheduleIfActive(run);
+    await this.tab?.refresh?.(run, this.stats);
+    if (!this.disposed) this.schedule(run);
   }
 }
