@@ -5,11 +5,92 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+
+class UnencodableRecord(ValueError):
+    """A record that cannot become JSON, so no sink can take it; ``reason`` names the problem in a few words."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _UnserializableValue(TypeError):
+    def __init__(self, value: Any) -> None:
+        self.type_name = type(value).__name__
+        super().__init__(f"Object of type {self.type_name} is not JSON serializable")
+
+
+def _refuse(value: Any) -> Any:
+    raise _UnserializableValue(value)
+
+
 # One encoder per style: json.dumps builds a fresh encoder on every call with non-default options.
-_COMPACT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+# Keys of type int, float, bool and None become strings, as in every JSON encoding (pydantic's too).
+_COMPACT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_refuse)
+
+
+def why_unencodable(error: BaseException) -> str:
+    """A short reason for an encoding failure, naming the kind of problem (never the value)."""
+    if isinstance(error, UnencodableRecord):
+        return error.reason
+    if isinstance(error, _UnserializableValue):
+        return f"unencodable record: {error.type_name}"
+    if isinstance(error, UnicodeError):
+        return "invalid string (lone surrogate)"  # the only str that UTF-8 cannot encode
+    if isinstance(error, RecursionError):
+        return "nesting too deep"
+    text = str(error)
+    if isinstance(error, ValueError) and text.startswith("Circular reference"):
+        return "circular reference"
+    if isinstance(error, TypeError) and text.startswith("keys must be"):
+        return "non-string key"
+    return f"unencodable record: {type(error).__name__}"
+
+
+def _is_non_finite(error: ValueError) -> bool:
+    return not isinstance(error, UnicodeError) and str(error).startswith("Out of range float")
+
+
+_RECORD_TYPES: dict[type, bool] = {}
+
+
+def _is_record_object(cls: type) -> bool:
+    """Objects with a ``to_record()`` (verifiers ``Episode``/``Trace``, or any class that follows them)."""
+    known = _RECORD_TYPES.get(cls)
+    if known is None:
+        known = _RECORD_TYPES[cls] = callable(getattr(cls, "to_record", None))
+    return known
+
+
+def loggable(operation: str, records: Iterable[Any]) -> list[Any]:
+    """``records`` as a list, after the checks that cost nothing to make on the caller's thread: a record that is
+    none at all, or a mapping without a string ``id``, raises (naming its position) before anything is queued."""
+    if isinstance(records, (Mapping, str, bytes)) or _is_record_object(type(records)):
+        raise TypeError(
+            f"{operation}() takes a list of records, got a single {type(records).__name__}: wrap it in a list"
+        )
+    try:
+        batch = list(records)
+    except TypeError:
+        raise TypeError(f"{operation}() takes a list of records, not {type(records).__name__}") from None
+    for position, record in enumerate(batch):
+        if isinstance(record, Mapping):
+            record_id = record.get("id")
+            if not isinstance(record_id, str) or not record_id:
+                found = "none" if record_id is None else "''" if record_id == "" else type(record_id).__name__
+                raise ValueError(
+                    f"{operation}(): record {position} has no string 'id' (found {found}); "
+                    "nothing of this call was logged"
+                )
+        elif not _is_record_object(type(record)):
+            raise TypeError(
+                f"{operation}(): record {position} is of type {type(record).__name__}, not a record: pass verifiers "
+                "Episode/Trace objects, mappings or objects with to_record(); nothing of this call was logged"
+            )
+    return batch
 
 
 def is_episode(record: Any) -> bool:
@@ -135,13 +216,19 @@ class EncodedRecord:
     __slots__ = ("_members", "_pieces", "_record", "_run_json", "nullified", "plain")
 
     def __init__(self, record: Mapping[str, Any]) -> None:
+        """Raises :class:`UnencodableRecord` for a record that is not JSON (NaN/±inf aside)."""
         self.nullified = False
         try:
-            self._encode(record)
-        except ValueError:
-            record = nullify(dict(record))
-            self.nullified = True
-            self._encode(record)
+            try:
+                self._encode(record)
+            except ValueError as error:
+                if not _is_non_finite(error):
+                    raise
+                record = nullify(dict(record))
+                self.nullified = True
+                self._encode(record)
+        except (TypeError, ValueError, RecursionError) as error:
+            raise UnencodableRecord(why_unencodable(error)) from error
         self._record: Mapping[str, Any] | None = record
         self._join()
 
