@@ -54,43 +54,61 @@ def _is_non_finite(error: ValueError) -> bool:
     return not isinstance(error, UnicodeError) and str(error).startswith("Out of range float")
 
 
-_RECORD_TYPES: dict[type, bool] = {}
+_MAPPING, _RECORD_OBJECT, _NOT_A_RECORD = 1, 2, 3
+# What each type is, decided once: log calls check every record, so this stays a dict lookup per record.
+_SHAPES: dict[type, int] = {dict: _MAPPING, list: _NOT_A_RECORD, tuple: _NOT_A_RECORD}
+_SHAPES_LIMIT = 4096
 
 
-def _is_record_object(cls: type) -> bool:
-    """Objects with a ``to_record()`` (verifiers ``Episode``/``Trace``, or any class that follows them)."""
-    known = _RECORD_TYPES.get(cls)
-    if known is None:
-        known = _RECORD_TYPES[cls] = callable(getattr(cls, "to_record", None))
-    return known
+def _shape(cls: type) -> int:
+    shape = _SHAPES.get(cls)
+    if shape is None:
+        if issubclass(cls, Mapping):
+            shape = _MAPPING
+        elif callable(getattr(cls, "to_record", None)):  # verifiers Episode/Trace, or any class that follows them
+            shape = _RECORD_OBJECT
+        else:
+            shape = _NOT_A_RECORD
+        if len(_SHAPES) < _SHAPES_LIMIT:
+            _SHAPES[cls] = shape
+    return shape
 
 
 def loggable(operation: str, records: Iterable[Any]) -> list[Any]:
     """``records`` as a list, after the checks that cost nothing to make on the caller's thread: a record that is
     none at all, or a mapping without a string ``id``, raises (naming its position) before anything is queued."""
-    if isinstance(records, (Mapping, str, bytes)) or _is_record_object(type(records)):
-        raise TypeError(
-            f"{operation}() takes a list of records, got a single {type(records).__name__}: wrap it in a list"
-        )
-    try:
-        batch = list(records)
-    except TypeError:
-        raise TypeError(f"{operation}() takes a list of records, not {type(records).__name__}") from None
+    container = type(records)
+    if container is not list and container is not tuple:
+        if container is str or container is bytes or _shape(container) != _NOT_A_RECORD:
+            raise TypeError(
+                f"{operation}() takes a list of records, got a single {container.__name__}: wrap it in a list"
+            )
+        try:
+            records = list(records)
+        except TypeError:
+            raise TypeError(f"{operation}() takes a list of records, not {container.__name__}") from None
+    batch = list(records)
     for position, record in enumerate(batch):
-        if isinstance(record, Mapping):
+        shape = _SHAPES.get(type(record)) or _shape(type(record))
+        if shape == _MAPPING:
             record_id = record.get("id")
-            if not isinstance(record_id, str) or not record_id:
-                found = "none" if record_id is None else "''" if record_id == "" else type(record_id).__name__
-                raise ValueError(
-                    f"{operation}(): record {position} has no string 'id' (found {found}); "
-                    "nothing of this call was logged"
-                )
-        elif not _is_record_object(type(record)):
+            if type(record_id) is not str or not record_id:
+                _refuse_id(operation, position, record_id)
+        elif shape == _NOT_A_RECORD:
             raise TypeError(
                 f"{operation}(): record {position} is of type {type(record).__name__}, not a record: pass verifiers "
                 "Episode/Trace objects, mappings or objects with to_record(); nothing of this call was logged"
             )
     return batch
+
+
+def _refuse_id(operation: str, position: int, record_id: Any) -> None:
+    if isinstance(record_id, str) and record_id:
+        return  # a str subclass
+    found = "none" if record_id is None else "''" if record_id == "" else type(record_id).__name__
+    raise ValueError(
+        f"{operation}(): record {position} has no string 'id' (found {found}); nothing of this call was logged"
+    )
 
 
 def is_episode(record: Any) -> bool:

@@ -185,6 +185,13 @@ def _committed_uploads(platform: LocalPlatform, run_id: str) -> list[list[str]]:
     return [[line["id"] for line in upload["body"]["traces"]["jsonl_lines"]] for upload in uploads]
 
 
+def _spooled_ids(run_id: str) -> list[str]:
+    """The ids of the records the run's spool logged (every record it took, before sending)."""
+    folder = Path(os.environ["PRIME_RUNS_DIR"]) / run_id / "spool-records"
+    lines = [line for log in folder.glob("log-*.jsonl") for line in log.read_text(encoding="utf-8").splitlines()]
+    return sorted(json.loads(line)["r"]["id"] for line in lines)
+
+
 def _log_coalesced(run: po.Run, calls: list[list[Any]]) -> HeldRecord:
     """Logs a held episode, then ``calls`` while the uploader is busy with it: they reach the sinks as one batch."""
     held = HeldRecord(fresh_episode())
@@ -218,6 +225,7 @@ def test_a_bad_episode_costs_only_itself_and_is_counted_once_per_sink_with_why(
     assert _landed_episode_ids(shared_platform_env, run.id) == expected
     in_samples = expected if "eval_samples" in bad.sinks else sorted([*expected, spoiled_id])
     assert _sample_episode_ids(shared_platform_env, run.id) == in_samples
+    assert _spooled_ids(run.id) == in_samples, "the spool never holds a record no sink can take"
     assert run.failed_records == dict.fromkeys(bad.sinks, 1)
     reasons = {sink.sink: sink.failure_reasons for sink in report.sinks}
     assert reasons == {sink: ({bad.reason: 1} if sink in bad.sinks else {}) for sink in ("traces", "eval_samples")}
