@@ -390,7 +390,7 @@ class Uploader:
         )
 
     def _spill_queue(self) -> None:
-        spilled = 0
+        before = self.spilled_records
         while True:
             try:
                 item = self._queue.get_nowait()
@@ -398,13 +398,12 @@ class Uploader:
                 break
             if isinstance(item, _Batch):
                 left = self._spill(item.kind, item.items)
-                spilled += len(item.items) - left
                 if left:
                     with self._lock:
                         self.dropped_records += left
         _logger.warning(
             "the uploader is still writing at the deadline: %d queued records were kept in the spool (%s)",
-            spilled,
+            self.spilled_records - before,
             self.spool.folder if self.spool is not None else "",
         )
 
