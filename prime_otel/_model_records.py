@@ -25,7 +25,16 @@ from typing import Any, cast
 
 from pydantic import BaseModel
 
-from ._records import RUN_KEY, TRACES_KEY, EncodedMember, EncodedRecord, nullify, to_mapping
+from ._records import (
+    RUN_KEY,
+    TRACES_KEY,
+    EncodedMember,
+    EncodedRecord,
+    UnencodableRecord,
+    nullify,
+    to_mapping,
+    why_unencodable,
+)
 
 _logger = logging.getLogger(__name__)
 
@@ -124,7 +133,9 @@ class ModelRecordEncoder:
 
     def encode(self, record: Any) -> EncodedRecord | None:
         """The record's encoding, or None when it is not a model this encoder handles (or one it stopped
-        trusting): the caller then goes through ``to_record()``."""
+        trusting): the caller then goes through ``to_record()``. When the fast path raises, the record goes through
+        ``to_record()`` here: a class is distrusted only if that works, so one bad record (a lone surrogate, a cycle)
+        raises :class:`UnencodableRecord` and leaves its class on the fast path."""
         if not isinstance(record, BaseModel) or "verifiers.v1.episode" not in sys.modules:
             return None
         shapes = self._shapes or self._load_shapes()
@@ -138,6 +149,7 @@ class ModelRecordEncoder:
         try:
             encoded = encode(record, shapes)
         except Exception as error:
+            through_to_record(record)  # raises for a record that is bad either way: its class stays trusted
             self._distrust(cls, f"raised {error!r}")
             return None
         if trusted is None:
@@ -215,8 +227,20 @@ class ModelRecordEncoder:
 _MODEL_RECORDS = ModelRecordEncoder()
 
 
+def through_to_record(record: Any) -> EncodedRecord:
+    """The record encoded from its ``to_record()`` mapping; :class:`UnencodableRecord` when that fails."""
+    try:
+        mapping = to_mapping(record)
+    except (RecursionError, UnicodeError) as error:
+        raise UnencodableRecord(why_unencodable(error)) from error
+    except Exception as error:
+        raise UnencodableRecord(f"to_record() raised {type(error).__name__}") from error
+    return EncodedRecord(mapping)
+
+
 def encode_record(record: Any) -> EncodedRecord:
-    """A producer's record (a mapping, a verifiers object or anything with ``to_record()``) encoded once."""
+    """A producer's record (a mapping, a verifiers object or anything with ``to_record()``) encoded once;
+    :class:`~prime_otel._records.UnencodableRecord` (with a short reason) when it cannot be."""
     if isinstance(record, Mapping):
         return EncodedRecord(record)
-    return _MODEL_RECORDS.encode(record) or EncodedRecord(to_mapping(record))
+    return _MODEL_RECORDS.encode(record) or through_to_record(record)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ._model_records import encode_record
-from ._records import compact_json, is_episode
+from ._records import EncodedRecord, UnencodableRecord, compact_json, is_episode
 from .projection import encode_samples
 
 RUN_FILE = "run.json"
@@ -70,10 +70,20 @@ class OfflineRunWriter:
         self._document["updated_at"] = time.time()
         write_json_atomically(self.folder / RUN_FILE, self._document)
 
-    def write_records(self, records: Iterable[Any]) -> None:
-        for record in records:
+    def write_records(self, operation: str, records: Iterable[Any]) -> None:
+        """Append the records; one that cannot be encoded raises (naming its position) before any is written."""
+        batch = list(records)
+        encodings: list[EncodedRecord] = []
+        for position, record in enumerate(batch):
+            try:
+                encodings.append(encode_record(record))
+            except UnencodableRecord as error:
+                raise ValueError(
+                    f"{operation}(): record {position} cannot be encoded ({error.reason}); nothing of this call was "
+                    "written"
+                ) from error
+        for record, encoded in zip(batch, encodings, strict=True):
             episode = is_episode(record)
-            encoded = encode_record(record)
             self._append(EPISODES_FILE if episode else TRACES_FILE, encoded.stamped(self.run_id, self.kind))
             if episode and self.kind == "eval" and not isinstance(record, Mapping):
                 for sample in encode_samples([record], self._rollout_numbers, records=[encoded]):

@@ -5,13 +5,112 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ._metric_values import python_scalar
 
+
+class UnencodableRecord(ValueError):
+    """A record that cannot become JSON, so no sink can take it; ``reason`` names the problem in a few words."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _UnserializableValue(TypeError):
+    def __init__(self, value: Any) -> None:
+        self.type_name = type(value).__name__
+        super().__init__(f"Object of type {self.type_name} is not JSON serializable")
+
+
+def _refuse(value: Any) -> Any:
+    raise _UnserializableValue(value)
+
+
 # One encoder per style: json.dumps builds a fresh encoder on every call with non-default options.
-_COMPACT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+# Keys of type int, float, bool and None become strings, as in every JSON encoding (pydantic's too).
+_COMPACT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"), default=_refuse)
+
+
+def why_unencodable(error: BaseException) -> str:
+    """A short reason for an encoding failure, naming the kind of problem (never the value)."""
+    if isinstance(error, UnencodableRecord):
+        return error.reason
+    if isinstance(error, _UnserializableValue):
+        return f"unencodable record: {error.type_name}"
+    if isinstance(error, UnicodeError):
+        return "invalid string (lone surrogate)"  # the only str that UTF-8 cannot encode
+    if isinstance(error, RecursionError):
+        return "nesting too deep"
+    text = str(error)
+    if isinstance(error, ValueError) and text.startswith("Circular reference"):
+        return "circular reference"
+    if isinstance(error, TypeError) and text.startswith("keys must be"):
+        return "non-string key"
+    return f"unencodable record: {type(error).__name__}"
+
+
+def _is_non_finite(error: ValueError) -> bool:
+    return not isinstance(error, UnicodeError) and str(error).startswith("Out of range float")
+
+
+_MAPPING, _RECORD_OBJECT, _NOT_A_RECORD = 1, 2, 3
+# What each type is, decided once: log calls check every record, so this stays a dict lookup per record.
+_SHAPES: dict[type, int] = {dict: _MAPPING, list: _NOT_A_RECORD, tuple: _NOT_A_RECORD}
+_SHAPES_LIMIT = 4096
+
+
+def _shape(cls: type) -> int:
+    shape = _SHAPES.get(cls)
+    if shape is None:
+        if issubclass(cls, Mapping):
+            shape = _MAPPING
+        elif callable(getattr(cls, "to_record", None)):  # verifiers Episode/Trace, or any class that follows them
+            shape = _RECORD_OBJECT
+        else:
+            shape = _NOT_A_RECORD
+        if len(_SHAPES) < _SHAPES_LIMIT:
+            _SHAPES[cls] = shape
+    return shape
+
+
+def loggable(operation: str, records: Iterable[Any]) -> list[Any]:
+    """``records`` as a list, after the checks that cost nothing to make on the caller's thread: a record that is
+    none at all, or a mapping without a string ``id``, raises (naming its position) before anything is queued."""
+    container = type(records)
+    if container is not list and container is not tuple:
+        if container is str or container is bytes or _shape(container) != _NOT_A_RECORD:
+            raise TypeError(
+                f"{operation}() takes a list of records, got a single {container.__name__}: wrap it in a list"
+            )
+        try:
+            records = list(records)
+        except TypeError:
+            raise TypeError(f"{operation}() takes a list of records, not {container.__name__}") from None
+    batch = list(records)
+    for position, record in enumerate(batch):
+        shape = _SHAPES.get(type(record)) or _shape(type(record))
+        if shape == _MAPPING:
+            record_id = record.get("id")
+            if type(record_id) is not str or not record_id:
+                _refuse_id(operation, position, record_id)
+        elif shape == _NOT_A_RECORD:
+            raise TypeError(
+                f"{operation}(): record {position} is of type {type(record).__name__}, not a record: pass verifiers "
+                "Episode/Trace objects, mappings or objects with to_record(); nothing of this call was logged"
+            )
+    return batch
+
+
+def _refuse_id(operation: str, position: int, record_id: Any) -> None:
+    if isinstance(record_id, str) and record_id:
+        return  # a str subclass
+    found = "none" if record_id is None else "''" if record_id == "" else type(record_id).__name__
+    raise ValueError(
+        f"{operation}(): record {position} has no string 'id' (found {found}); nothing of this call was logged"
+    )
 
 
 def is_episode(record: Any) -> bool:
@@ -141,13 +240,19 @@ class EncodedRecord:
     __slots__ = ("_members", "_pieces", "_record", "_run_json", "nullified", "plain")
 
     def __init__(self, record: Mapping[str, Any]) -> None:
+        """Raises :class:`UnencodableRecord` for a record that is not JSON (NaN/±inf aside)."""
         self.nullified = False
         try:
-            self._encode(record)
-        except ValueError:
-            record = nullify(dict(record))
-            self.nullified = True
-            self._encode(record)
+            try:
+                self._encode(record)
+            except ValueError as error:
+                if not _is_non_finite(error):
+                    raise
+                record = nullify(dict(record))
+                self.nullified = True
+                self._encode(record)
+        except (TypeError, ValueError, RecursionError) as error:
+            raise UnencodableRecord(why_unencodable(error)) from error
         self._record: Mapping[str, Any] | None = record
         self._join()
 

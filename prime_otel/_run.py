@@ -25,7 +25,7 @@ from ._exit_paths import SIGNAL_FINISH_TIMEOUT_SECONDS, AtexitHook, SignalChain
 from ._fork import register_for_fork_reset
 from ._metric_values import metric_row
 from ._offline import RUN_FILE, OfflineRunWriter, write_json_atomically
-from ._records import clean
+from ._records import clean, loggable
 from ._report import Closure, DeliveryReport, SinkReport
 from ._spool import DISK_FULL, RunSpool
 from ._status_line import Progress, StatusLine
@@ -215,7 +215,12 @@ class Run:
     # -- logging ---------------------------------------------------------------------------------
 
     def log_episodes(self, episodes: Iterable[Any]) -> None:
-        """Queue episodes for every sink; cheap on the caller's thread (blocks at most 5 s when the queue is full)."""
+        """Queue episodes for every sink; cheap on the caller's thread (blocks at most 5 s when the queue is full).
+
+        A list of verifiers ``Episode`` objects or mappings (each with a string ``id``). Anything else, or a mapping
+        without an id, raises ``TypeError``/``ValueError`` naming its position, and nothing of the call is queued.
+        A record that later proves unusable (not JSON, over a Prime Traces limit) is counted as failed with the
+        reason in ``failed_records`` and ``report``; the other records of the call are delivered."""
         self._log("log_episodes", episodes)
 
     def log_traces(self, traces: Iterable[Any]) -> None:
@@ -224,13 +229,13 @@ class Run:
 
     def _log(self, operation: str, records: Iterable[Any]) -> None:
         self._check_live(operation)
-        batch = list(records)
+        batch = loggable(operation, records)
         with self._state_lock:
             self._check_live(operation)
         if not batch:
             return
         if self._parts.offline is not None:
-            self._parts.offline.write_records(batch)
+            self._parts.offline.write_records(operation, batch)
         elif self._parts.processor is not None:
             self._parts.processor.submit(batch)
 

@@ -308,8 +308,9 @@ class RunSpool:
             self._segment = None
             self._next_seq = max(self._next_seq, int(path.stem[len(SEGMENT_PREFIX) :]) + 1)
 
-    def append(self, kind: str, encoded_records: Sequence[bytes]) -> list[int] | None:
-        """Log records (compact JSON, unstamped); their seqs, or None when the spool is full (nothing written)."""
+    def append(self, kind: str | Sequence[str], encoded_records: Sequence[bytes]) -> list[int] | None:
+        """Log records (compact JSON, unstamped) of one kind, or of the kind given for each; their seqs, or None when
+        the spool is full (nothing written)."""
         with self._lock:
             if self.refusal_reason is None and self._bytes >= self.max_bytes:
                 self.refusal_reason = SPOOL_FULL
@@ -320,10 +321,11 @@ class RunSpool:
                 self.refused += len(encoded_records)
                 return None
             first = self._next_seq
-            kind_json = json.dumps(kind).encode()
+            kinds = [kind] * len(encoded_records) if isinstance(kind, str) else kind
+            kind_json = {name: json.dumps(name).encode() for name in set(kinds)}
             lines = [
-                b'{"s":%d,"k":%s,"r":%s}\n' % (first + offset, kind_json, data)
-                for offset, data in enumerate(encoded_records)
+                b'{"s":%d,"k":%s,"r":%s}\n' % (first + offset, kind_json[name], data)
+                for offset, (name, data) in enumerate(zip(kinds, encoded_records, strict=True))
             ]
             if self._segment is None or self._segment_bytes >= SEGMENT_BYTES:
                 self._segment, self._segment_bytes = self.folder / f"{SEGMENT_PREFIX}{first:012d}.jsonl", 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -12,6 +12,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 _logger = logging.getLogger(__name__)
+
+#: Told ``(count, reason)`` about records a sink will never store for what they are (the run counts them failed).
+RejectionListener = Callable[[int, str], None]
 
 
 class SinkWriteError(Exception):
@@ -81,7 +84,9 @@ class RecordExporter(SpanExporter):
     def __init__(self) -> None:
         self.enabled = True
         self.stats = SinkStats()
+        self.on_rejected: RejectionListener | None = None
         self._stats_lock = threading.Lock()
+        self._warned_rejections: set[str] = set()
 
     def write(self, spans: Sequence[ReadableSpan]) -> None:
         raise NotImplementedError
@@ -117,6 +122,22 @@ class RecordExporter(SpanExporter):
     def quiet_off_reason(self) -> str | None:
         """Why the sink disabled itself without loss (for example, traces outside the beta), else None."""
         return None
+
+    def _reject(self, count: int, reason: str, record_id: object = None) -> None:
+        """Records this sink will never store, whatever its state (a platform limit, a platform rejection): the write
+        goes on with the others, and these are counted failed with ``reason`` by ``on_rejected``."""
+        first = reason not in self._warned_rejections
+        self._warned_rejections.add(reason)
+        _logger.log(
+            logging.WARNING if first else logging.DEBUG,
+            "the %s sink cannot store a record (id %r): %s; it is counted as failed%s",
+            self.name,
+            record_id,
+            reason,
+            " (further ones with this reason are counted without a warning)" if first else "",
+        )
+        if self.on_rejected is not None:
+            self.on_rejected(count, reason)
 
     def _count(self, delivered: int = 0, requests: int = 0, sent_bytes: int = 0, skipped: int = 0) -> None:
         with self._stats_lock:

@@ -128,18 +128,22 @@ class GatewayRecordProcessor(RecordProcessor):
             self._queued_bytes -= size
 
     def _deliver(self, items: list[Any]) -> None:
-        spans: list[GatewayRecordSpan] = []
-        for received in items:
-            try:
-                record = json.loads(received.record_json)
-                if not isinstance(record, dict):
-                    raise ValueError("not a JSON object")
-                spans.append(GatewayRecordSpan(received, record, self._resource))
-            except ValueError as exc:
-                self.invalid_records += 1
-                _logger.warning("a received %s span carries no valid record (%s); counted as lost", received.name, exc)
         try:
-            if spans:
-                self._dispatch_to_slots(spans)
+            spans: list[GatewayRecordSpan] = []
+            for received in items:
+                try:
+                    record = json.loads(received.record_json)
+                    if not isinstance(record, dict):
+                        raise ValueError("not a JSON object")
+                    spans.append(GatewayRecordSpan(received, record, self._resource))
+                except (ValueError, RecursionError) as exc:
+                    self.invalid_records += 1
+                    _logger.warning(
+                        "a received %s span carries no valid record (%s); counted as lost", received.name, exc
+                    )
+            # Valid JSON can still be no record (a lone surrogate, no id): counted failed on every sink, with why.
+            usable = self._prepare(spans)
+            if usable:
+                self._dispatch_to_slots(usable)
         finally:
             self._release(sum(received.size for received in items))

@@ -59,10 +59,10 @@ class StepMetricsUploader(Uploader):
     def _encode_for_spool(self, items: list[Any]) -> list[bytes]:
         return [compact_json(row) for row in items if row is not _COLLECT_ONLY]
 
-    def _spill(self, kind: str, items: list[Any]) -> bool:
+    def _spill(self, kind: str, items: list[Any]) -> int:
         # A collection request is not a record: only rows the producer logged go to the spool.
         rows = [row for row in items if row is not _COLLECT_ONLY]
-        return super()._spill(kind, rows) if rows else True
+        return super()._spill(kind, rows) if rows else 0
 
     def _from_spool(self, records: list[SpooledRecord]) -> list[Any]:
         return [record.record for record in records]

@@ -12,8 +12,10 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from .._conventions import RECORD_JSON, RECORD_MAP
+from .._conventions import EPISODE_ID, RECORD_JSON, RECORD_MAP
+from .._records import UnencodableRecord, why_unencodable
 from .._spool import RunSpool, SpooledRecord
+from ..exporters._base import RecordExporter
 from ._slot import SinkSlot
 from ._spans import RECORD_SPAN_NAMES, PlainRecordSpan, RecordSpan, child_summary, record_from_attributes, record_kind
 from ._uploader import DEFAULT_MAX_QUEUE_BATCHES, DEFAULT_PUT_TIMEOUT_SECONDS, Uploader
@@ -41,6 +43,11 @@ class RecordProcessor(Uploader, SpanProcessor):
         self._children: dict[int, list[dict[str, Any]]] = {}
         self._children_lock = threading.Lock()
         self._unrecorded = 0
+        self._warned_reasons: set[str] = set()
+        for slot in self.slots:
+            if isinstance(slot.exporter, RecordExporter):
+                # What a sink refuses for what the record is (a platform limit) is counted on its slot, with why.
+                slot.exporter.on_rejected = slot.add_failed
 
     def submit(self, records: list[Any]) -> bool:
         """Queue one producer batch (the fast path of ``log_episodes``: spans are made on the uploader thread)."""
@@ -81,12 +88,42 @@ class RecordProcessor(Uploader, SpanProcessor):
 
     def _deliver(self, items: list[Any]) -> None:
         spans = self._prepare(items)
-        seqs = self._log(spans[0].name, spans) if spans else None
-        self._dispatch_to_slots(spans, seqs)
+        if spans:
+            self._dispatch_to_slots(spans, self._log(spans[0].name, spans))
 
     def _prepare(self, items: list[Any]) -> list[Any]:
+        """Spans of the producer's records, each encoded here once. A record that cannot be encoded, or has no
+        string id, is left out: counted as failed on every sink (with why) and never spooled, so it costs only
+        itself."""
         logged_at = time.time_ns()
-        return [i if isinstance(i, RecordSpan) else RecordSpan(i, self._resource, logged_at) for i in items]
+        spans: list[RecordSpan] = []
+        for item in items:
+            try:
+                span = item if isinstance(item, RecordSpan) else RecordSpan(item, self._resource, logged_at)
+                _encode_and_check(span)
+            except Exception as error:
+                self._count_unusable(item, why_unencodable(error))
+                continue
+            spans.append(span)
+        return spans
+
+    def _count_unusable(self, item: Any, reason: str) -> None:
+        for slot in self.slots:
+            if not slot.exporter.quiet_off_reason:
+                slot.add_failed(1, reason)
+        first = reason not in self._warned_reasons
+        self._warned_reasons.add(reason)
+        _logger.log(
+            logging.WARNING if first else logging.DEBUG,
+            "a %s record (id %s) reaches no sink: %s; it is counted as failed on every sink%s",
+            type(item.record if isinstance(item, RecordSpan) else item).__name__,
+            _id_of(item),
+            reason,
+            " (further ones with this reason are counted without a warning)" if first else "",
+        )
+
+    def _spool_kinds(self, kind: str, items: list[Any]) -> str | list[str]:
+        return [span.name for span in items]
 
     def _encode_for_spool(self, items: list[Any]) -> list[bytes]:
         return [span.encoded().plain for span in items]
@@ -105,3 +142,19 @@ class RecordProcessor(Uploader, SpanProcessor):
 
     def shutdown(self) -> None:
         self.close(self.shutdown_timeout)
+
+
+def _encode_and_check(span: RecordSpan) -> None:
+    """Encodes the record (raising :class:`UnencodableRecord`) and checks that it has a non-empty string id."""
+    encoded = span.encoded()
+    record_id = (span.attributes or {}).get(EPISODE_ID)
+    if record_id is None:
+        record_id = encoded.record.get("id")
+    if not isinstance(record_id, str) or not record_id:
+        raise UnencodableRecord("record without a string id")
+
+
+def _id_of(item: Any) -> str:
+    record = item.record if isinstance(item, RecordSpan) else item
+    record_id = record.get("id") if isinstance(record, dict) else getattr(record, "id", None)
+    return repr(record_id[:64]) if isinstance(record_id, str) else "unknown"

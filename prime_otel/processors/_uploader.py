@@ -133,15 +133,16 @@ class Uploader:
         self._ensure_worker()
         batch = _Batch(kind, items)
         if not self._admit(batch):
-            if self.spool is not None and self._spill(kind, items):
+            left = self._spill(kind, items) if self.spool is not None else len(items)
+            if not left:
                 return True
             with self._lock:
-                self.dropped_records += len(items)
+                self.dropped_records += left
                 total = self.dropped_records
             _logger.warning(
                 "uploader queue full for %.1f s: dropped %d records (%d so far); the producer outran the uploader",
                 self._put_timeout,
-                len(items),
+                left,
                 total,
             )
             return False
@@ -199,26 +200,36 @@ class Uploader:
         raise NotImplementedError
 
     def _prepare(self, items: list[Any]) -> list[Any]:
-        """Items as the sinks take them (the records processor makes spans of the producer's records)."""
+        """Items as the sinks take them (the records processor makes spans of the producer's records, leaving out,
+        and counting as failed, those no sink can take)."""
         return items
 
-    def _spill(self, kind: str, items: list[Any]) -> bool:
-        """On the producer's thread, when the queue is full: log the batch as never sent to any sink."""
+    def _spool_kinds(self, kind: str, items: list[Any]) -> str | list[str]:
+        """The kind the spool logs for each prepared item (one for the whole batch unless a subclass knows better)."""
+        return kind
+
+    def _spill(self, kind: str, items: list[Any]) -> int:
+        """On the producer's thread, when the queue is full: log the batch as never sent to any sink. Returns how
+        many records it could not keep (the spool is full), 0 when every record is logged or was counted already."""
         assert self.spool is not None
         prepared = self._prepare(items)
+        if not prepared:
+            return 0
         encoded = self._encode_for_spool(prepared)
-        seqs = self.spool.append(kind, encoded)
+        seqs = self.spool.append(self._spool_kinds(kind, prepared), encoded)
         if seqs is None:
-            return False
+            return len(prepared)
         self._spilled.keep(seqs, prepared, encoded)
         for slot in self.slots:
             self.spool.defer(slot.name, seqs, dispatched=False)
         with self._lock:
-            self.spilled_records += len(items)
-        return True
+            self.spilled_records += len(prepared)
+        return 0
 
     def _log(self, kind: str, items: list[Any]) -> list[int] | None:
-        return self.spool.append(kind, self._encode_for_spool(items)) if self.spool is not None else None
+        if self.spool is None:
+            return None
+        return self.spool.append(self._spool_kinds(kind, items), self._encode_for_spool(items))
 
     def _replay_pending(self, *, force: bool = False, deadline: float | None = None) -> None:
         """Send spooled records to the sinks that can take them again, while no new records wait (with
@@ -379,17 +390,20 @@ class Uploader:
         )
 
     def _spill_queue(self) -> None:
-        spilled = 0
+        before = self.spilled_records
         while True:
             try:
                 item = self._queue.get_nowait()
             except queue.Empty:
                 break
-            if isinstance(item, _Batch) and self._spill(item.kind, item.items):
-                spilled += len(item.items)
+            if isinstance(item, _Batch):
+                left = self._spill(item.kind, item.items)
+                if left:
+                    with self._lock:
+                        self.dropped_records += left
         _logger.warning(
             "the uploader is still writing at the deadline: %d queued records were kept in the spool (%s)",
-            spilled,
+            self.spilled_records - before,
             self.spool.folder if self.spool is not None else "",
         )
 

@@ -16,7 +16,7 @@ from verifiers.v1.trace import WireTrace
 
 from prime_otel import _model_records
 from prime_otel._model_records import ModelRecordEncoder, TokenCounts, encode_record
-from prime_otel._records import EncodedRecord, nullify, stamp_run
+from prime_otel._records import EncodedRecord, UnencodableRecord, nullify, stamp_run
 from tests._fixtures import episode_from_record, load_records
 from tests.projection._episode_gen import EpisodeGenerator
 
@@ -138,6 +138,19 @@ def test_a_class_that_fails_to_encode_falls_back_for_good(monkeypatch: pytest.Mo
     monkeypatch.undo()
     assert encoder.encode(episode) is None, "a class that failed once stays on to_record()"
     assert ModelRecordEncoder().encode(episode) is not None
+
+
+def test_one_record_that_cannot_be_encoded_either_way_is_refused_and_its_class_stays_fast() -> None:
+    """A lone surrogate fails the fast path and to_record()'s JSON alike: that record is refused with a reason, and
+    the next record of its class is still encoded without to_record()."""
+    encoder = ModelRecordEncoder()
+    records = load_records("eval")
+    records[0]["traces"][0]["info"] = {"note": "half a pair: \ud800"}
+    bad, good = episode_from_record(records[0]), episode_from_record(records[1])
+    with pytest.raises(UnencodableRecord) as refused:
+        encoder.encode(bad)
+    assert refused.value.reason == "invalid string (lone surrogate)"
+    assert encoder.encode(good) is not None
 
 
 def test_a_class_whose_first_record_differs_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
