@@ -43,8 +43,9 @@ def _text(value: Any) -> str:
 
 @dataclass(frozen=True)
 class StoredSamples:
-    """How many stored rows carry each key. ``complete``: every stored row was read, each with a key, and the
-    table's total did not change while it was read; only then can a read prove that a row is absent."""
+    """How many stored rows carry each key. ``complete``: the answer gave the table's total, that total did
+    not change while the table was read, and every stored row was read, each with a key; only then can a read
+    prove that a row is absent."""
 
     counts: collections.Counter[SampleKey]
     complete: bool
@@ -54,7 +55,7 @@ class StoredSamples:
         counts: collections.Counter[SampleKey] = collections.Counter()
         keyless = False
         seen = 0
-        first_total: object = None
+        first_total: int | None = None
         page = 1
         while True:
             body = api.sample_page(evaluation_id, page)
@@ -75,8 +76,9 @@ class StoredSamples:
             if seen >= max_rows:
                 return cls(counts, complete=False)
             page += 1
-        unchanged = total == first_total and (total is None or seen == total)
-        return cls(counts, complete=unchanged and not keyless)
+        # Without a total, a short page may be the server's own page limit rather than the end of the table.
+        whole = total is not None and total == first_total and seen == total
+        return cls(counts, complete=whole and not keyless)
 
     def stored(self, keys: Iterable[SampleKey | None]) -> list[bool | None]:
         """Per key (with its multiplicity among ``keys``): True when stored exactly that often, False when not

@@ -157,7 +157,9 @@ class EvalSamplesExporter(RecordExporter):
             stored, absent = self._read_back(samples, indices)
             rows.deliver(stored)
             if not absent:
-                rows.possibly_applied([i for i in indices if i not in stored], error)
+                undecided = [i for i in indices if i not in stored]
+                if undecided:
+                    rows.possibly_applied(undecided, error)
                 return None
             _logger.info("%d sample rows were not stored after %s; sending them again", len(indices), error)
         assert error is not None
