@@ -4,15 +4,29 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ._types import EnvironmentRef, RunStatus, TrainingSpec
-from .client import ERROR_MESSAGE_LIMIT, EvaluationsAPI, TrainingRunsAPI, eval_dashboard_url, training_dashboard_url
-from .errors import ConfigurationError, NotFoundError
+from .client import (
+    ERROR_MESSAGE_LIMIT,
+    EvaluationsAPI,
+    TrainingRunsAPI,
+    eval_dashboard_url,
+    is_ambiguous,
+    training_dashboard_url,
+)
+from .client._readback import SETTLE_SECONDS
+from .errors import APIError, ConfigurationError, NotFoundError
 
 _logger = logging.getLogger(__name__)
+
+#: Sends of the evaluation finalize at most: the first, and those after a read-back proved it was not applied.
+FINALIZE_ATTEMPTS = 5
+#: What an evaluation's status is once a finalize was applied.
+FINALIZED_STATUSES = frozenset({"PROCESSING", "COMPLETED"})
 
 
 @dataclass
@@ -62,8 +76,9 @@ class EvalBackend:
     """Evaluations (E1 to E7). A status write answering 404 (an older deployment) latches once and falls back
     to recording the status under ``metadata.prime_runs``, merged into the whole config document."""
 
-    def __init__(self, api: EvaluationsAPI) -> None:
+    def __init__(self, api: EvaluationsAPI, *, sleep: Callable[[float], None] = time.sleep) -> None:
         self._api = api
+        self._sleep = sleep
         self._status_endpoint_missing = False
 
     def create(self, spec: RunSpec) -> OpenedRun:
@@ -103,7 +118,7 @@ class EvalBackend:
         config: dict[str, Any] | None,
     ) -> None:
         if status is RunStatus.COMPLETED:
-            self._api.finalize(run_id, summary or {})
+            self._finalize(run_id, summary or {})
             return
         message = _error_message(status, error)
         if not self._status_endpoint_missing:
@@ -124,6 +139,39 @@ class EvalBackend:
         block.update({"status": status.value, "error": message})
         document["prime_runs"] = block
         self._api.update(run_id, metadata=document, metrics=None)
+
+    def _finalize(self, run_id: str, summary: dict[str, Any]) -> None:
+        """The finalize enqueues the statistics task, so it is never sent again blindly. After an ambiguous
+        failure (or a 409) the evaluation's status is read: PROCESSING or COMPLETED means it was applied; RUNNING
+        on two reads a settle apart means it was not, and it is sent again. Anything else keeps the error."""
+        for attempt in range(1, FINALIZE_ATTEMPTS + 1):
+            try:
+                self._api.finalize(run_id, summary)
+                return
+            except APIError as exc:
+                if not (is_ambiguous(exc) or exc.status_code == 409):
+                    raise
+                status = self._status_after_failure(run_id)
+                if status in FINALIZED_STATUSES:
+                    _logger.info(
+                        "Run %s: the finalize was applied (%s) although its answer was %s", run_id, status, exc
+                    )
+                    return
+                if status != "RUNNING" or exc.status_code == 409 or attempt == FINALIZE_ATTEMPTS:
+                    raise
+                _logger.info("Run %s: the finalize was not applied (%s); sending it again", run_id, exc)
+
+    def _status_after_failure(self, run_id: str) -> str | None:
+        """The evaluation's status; RUNNING only when two reads a settle apart agree. None when unreadable."""
+        try:
+            status = self._api.get(run_id).get("status")
+            if status == "RUNNING":
+                self._sleep(SETTLE_SECONDS)
+                status = self._api.get(run_id).get("status")
+        except APIError as exc:
+            _logger.warning("Run %s: could not read the evaluation back after a failed finalize: %s", run_id, exc)
+            return None
+        return status if isinstance(status, str) else None
 
 
 class TrainingBackend:

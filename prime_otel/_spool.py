@@ -117,7 +117,8 @@ _NONZERO_BYTE = re.compile(rb"[^\x00]")
 @dataclass
 class SinkLedger:
     """One sink's view of the log: ``pending`` seqs await a replay, ``missing`` may or may not have been
-    applied (never replayed), ``inflight`` was being sent by a non-idempotent request when last written."""
+    applied (never replayed), ``inflight`` was being sent by a non-idempotent request when last written.
+    ``failed`` counts records the platform rejected for good (settled, never replayed)."""
 
     pending: SeqSet = field(default_factory=SeqSet)
     missing: SeqSet = field(default_factory=SeqSet)
@@ -127,6 +128,7 @@ class SinkLedger:
     delivered: int = 0
     spooled: int = 0
     replayed: int = 0
+    failed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -137,6 +139,7 @@ class SinkLedger:
             "delivered": self.delivered,
             "spooled": self.spooled,
             "replayed": self.replayed,
+            "failed": self.failed,
         }
 
     @classmethod
@@ -149,6 +152,7 @@ class SinkLedger:
             delivered=int(data.get("delivered", 0)),
             spooled=int(data.get("spooled", 0)),
             replayed=int(data.get("replayed", 0)),
+            failed=int(data.get("failed", 0)),
         )
 
 
@@ -471,6 +475,15 @@ class RunSpool:
             if replayed:
                 ledger.replayed += before - len(ledger.pending)
             self._outcome(ledger, seqs, not replayed)
+        self.save_soon()
+
+    def fail(self, name: str, seqs: Sequence[int]) -> None:
+        """``name`` refused these records for good (a record rejection): settled, and never resent."""
+        ledger = self.sink(name)
+        with self._lock:
+            ledger.pending.difference_update(seqs)
+            ledger.failed += len(seqs)
+            self._outcome(ledger, seqs, True)
         self.save_soon()
 
     def mark_missing(self, name: str, seqs: Sequence[int]) -> None:

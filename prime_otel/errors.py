@@ -41,6 +41,8 @@ __all__ = [
     "TransportError",
     "UnauthorizedError",
     "ValidationRejectedError",
+    "failure_reason",
+    "is_permanent",
     "is_record_rejection",
     "is_transient",
 ]
@@ -62,18 +64,47 @@ class RunFinishedError(PrimeRunsError):
     """A logging call reached a run that is finishing or finished."""
 
 
+#: Answers that refuse the request itself (nothing was stored) and would refuse it again: a record rejection.
+REJECTION_STATUSES = frozenset({400, 409, 413, 422})
+
+
 def is_record_rejection(error: BaseException) -> bool:
-    """True when the error costs only the batch that caused it (the sink stays enabled)."""
+    """True when the error costs only the records of the request that caused it (the sink stays enabled): the
+    platform refused them for good (400, 409, 413, 422), or they cannot be encoded. Never worth a resend."""
     if isinstance(error, (TypeError, ValueError, TraceTooLargeError, ValidationRejectedError, LineFormatConflictError)):
         return True
-    return isinstance(error, APIError) and error.status_code in (413, 422) and not isinstance(error, RetryableAPIError)
+    return (
+        isinstance(error, APIError)
+        and not isinstance(error, (RetryableAPIError, TransportError))
+        and error.status_code in REJECTION_STATUSES
+    )
 
 
 def is_transient(error: BaseException) -> bool:
-    """True for failures worth a strike rather than retirement: 429/5xx after retries, transport errors."""
-    return isinstance(error, (RetryableAPIError, TransportError))
+    """True for failures worth a strike rather than retirement: 429/5xx after retries (a plain 500 too) and
+    transport errors."""
+    if isinstance(error, (RetryableAPIError, TransportError)):
+        return True
+    return isinstance(error, APIError) and error.status_code is not None and error.status_code >= 500
 
 
 def is_permanent(error: BaseException) -> bool:
     """True when a sink cannot go on after the error: neither a record rejection nor a transient failure."""
     return not (is_record_rejection(error) or is_transient(error))
+
+
+def failure_reason(error: BaseException) -> str:
+    """A short reason naming the kind of problem, for the report's per-sink ``failure_reasons``."""
+    if isinstance(error, TraceTooLargeError):
+        return "trace too large"
+    if isinstance(error, (TypeError, ValueError)):
+        return f"unencodable record: {type(error).__name__}"
+    if isinstance(error, TransportError):
+        # The client's error wraps the transport's own (ConnectError, ReadTimeout, ...), which says more.
+        return f"transport error: {type(error.__cause__ or error).__name__}"
+    status = getattr(error, "status_code", None)
+    if isinstance(error, APIError) and status is not None:
+        code = f" {error.code}" if error.code else ""
+        kind = "rejected by the platform" if is_record_rejection(error) else "platform error"
+        return f"{kind}: {status}{code}"
+    return type(error).__name__

@@ -13,6 +13,7 @@ from ._http import (
     encode_json,
     suppressed_instrumentation,
 )
+from ._readback import StoredSamples, sample_key
 from ._rft import STORAGE_ATTEMPTS, ObjectStorage, TrainingRunsAPI
 from ._traces import traces_client
 from ._transport import transport_for
@@ -42,12 +43,14 @@ __all__ = [
     "PlatformHTTP",
     "PlatformTimeoutError",
     "PlatformTransportError",
+    "StoredSamples",
     "TrainingRunsAPI",
     "build_create_body",
     "encode_json",
     "eval_dashboard_url",
     "is_ambiguous",
     "normalize_traces_url",
+    "sample_key",
     "split_api_root",
     "strip_config_url",
     "suppressed_instrumentation",

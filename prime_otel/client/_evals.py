@@ -16,6 +16,10 @@ logger = logging.getLogger(__name__)
 
 #: The server caps ``error_message``; longer text is cut here rather than rejected there.
 ERROR_MESSAGE_LIMIT = 4096
+#: Rows per page when reading stored samples back (the page size the platform's own CLI reads with).
+SAMPLE_PAGE_ROWS = 100
+#: Attempts of a read made to decide what a failed write did: a read that keeps failing decides nothing.
+READ_ATTEMPTS = 3
 
 # The evaluations API has no "crashed": a crash is a failure the process never got to explain.
 _WIRE_STATUS = {RunStatus.FAILED: "FAILED", RunStatus.CANCELLED: "CANCELLED", RunStatus.CRASHED: "FAILED"}
@@ -111,7 +115,9 @@ class EvaluationsAPI:
             self._http.request("PUT", _evaluation_path(evaluation_id), json=body)
 
     def set_status(self, evaluation_id: str, status: RunStatus | str, error_message: str | None = None) -> bool:
-        """Close a run that did not complete; False when the platform had already closed it (409).
+        """Close a run that did not complete; False when the platform had already closed it (409) with another
+        status. A 409 finding it closed with this very status (typically this call's own replayed first attempt,
+        which took effect) is success.
 
         A 404 (a deployment without the status field) propagates as ``NotFoundError``.
         """
@@ -129,9 +135,19 @@ class EvaluationsAPI:
         except APIError as exc:
             if exc.status_code != 409:
                 raise
+            if self._status_of(evaluation_id) == body["status"]:
+                return True
             logger.info("evaluation %s is already closed; not marking it %s", evaluation_id, run_status.value)
             return False
         return True
+
+    def _status_of(self, evaluation_id: str) -> str | None:
+        try:
+            status = self.get(evaluation_id).get("status")
+        except APIError as exc:
+            logger.info("could not read evaluation %s back: %s", evaluation_id, exc)
+            return None
+        return status if isinstance(status, str) else None
 
     def append_samples(self, evaluation_id: str, samples: bytes | Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """Append v0 rows (or an already encoded ``{"samples": [...]}`` body); append-only, so never replayed."""
@@ -140,6 +156,15 @@ class EvaluationsAPI:
             return self._http.request("POST", path, content=samples, idempotent=False, timeout=UPLOAD_TIMEOUT)
         body = {"samples": list(samples)}
         return self._http.request("POST", path, json=body, idempotent=False, timeout=UPLOAD_TIMEOUT)
+
+    def get(self, evaluation_id: str) -> dict[str, Any]:
+        """The evaluation as the platform keeps it (``status`` among its fields)."""
+        return self._http.request("GET", _evaluation_path(evaluation_id), max_attempts=READ_ATTEMPTS)
+
+    def sample_page(self, evaluation_id: str, page: int, limit: int = SAMPLE_PAGE_ROWS) -> dict[str, Any]:
+        """One page (numbered from 1) of the stored v0 rows: ``{"samples": [...], "total"?, "page"?, "limit"?}``."""
+        path = f"{_evaluation_path(evaluation_id)}/samples?page={page}&limit={limit}"
+        return self._http.request("GET", path, max_attempts=READ_ATTEMPTS)
 
     def finalize(self, evaluation_id: str, metrics: Mapping[str, Any] | None) -> dict[str, Any]:
         """Complete the run; it enqueues the statistics task, so it is never replayed after an ambiguous failure."""

@@ -1,8 +1,9 @@
 """Turning HTTP outcomes into the prime-traces exception family and deciding what may be retried.
 
-A failure is *ambiguous* when the server may already have acted on the request (the bytes went out, or a
-502/503/504 answered): replaying it is only safe for idempotent calls. Unambiguous failures (nothing reached the
-server, or a 429 refusal) may be replayed for every call.
+A failure is *ambiguous* when the server may already have acted on the request (a 502/503/504 answer, a broken
+stream, a read timeout): replaying it is only safe for idempotent calls. Unambiguous failures (nothing reached the
+server, or a 429 refusal) may be replayed for every call. Any other answer (a 4xx, a plain 500) is unambiguous too,
+but not retried here: the sinks decide what to do with it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from ..errors import (
 )
 
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
+#: Answers from a gateway in front of the service: the service may have acted before it failed.
+GATEWAY_STATUSES = frozenset({502, 503, 504})
 RETRY_AFTER_CAP_SECONDS = 60.0
 BACKOFF_CAP_SECONDS = 30.0
 _MESSAGE_LIMIT = 500
@@ -80,10 +83,17 @@ def transport_failure(exc: httpx.RequestError, what: str) -> APIError:
 
 
 def is_ambiguous(error: BaseException) -> bool:
-    """Whether the server may have acted although the call failed (unknown failures count as ambiguous)."""
-    if isinstance(error, RetryableAPIError):
-        return error.status_code != 429
-    return bool(getattr(error, "ambiguous", True))
+    """Whether the server may have acted although the call failed (platform-contract §7.1): a transport failure
+    after the request went out, or a 502/503/504. Any other answer (429, a 4xx, a plain 500) refused the request,
+    and an error raised before sending (an unencodable body) sent nothing. Unknown failures count as ambiguous."""
+    ambiguous = getattr(error, "ambiguous", None)
+    if isinstance(ambiguous, bool):
+        return ambiguous
+    if isinstance(error, (TypeError, ValueError)):
+        return False
+    if isinstance(error, APIError) and error.status_code is not None and not isinstance(error, TransportError):
+        return error.status_code in GATEWAY_STATUSES
+    return True
 
 
 def extract_error(response: httpx.Response) -> tuple[str | None, str]:

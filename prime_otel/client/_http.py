@@ -179,20 +179,23 @@ class PlatformHTTP:
         idempotent: bool | None = None,
         timeout: httpx.Timeout | None = None,
         absolute_url: bool = False,
+        max_attempts: int | None = None,
     ) -> dict[str, Any]:
-        """Send one call (retried per its policy) and return its JSON object; ``content`` is an already encoded body."""
+        """Send one call (retried per its policy) and return its JSON object; ``content`` is an already encoded body.
+        ``max_attempts`` lowers this client's attempt limit for one call."""
         method = method.upper()
         body = content if content is not None else (encode_json(json) if json else None)
         url = path if absolute_url else self.root.prefix + path
         replayable = idempotent if idempotent is not None else method != "POST"
         what = f"{method} {path}"
+        attempts = self._max_attempts if max_attempts is None else max(1, min(max_attempts, self._max_attempts))
         attempt = 0
         while True:
             try:
                 return self._attempt(method, url, body, timeout, what)
             except (RetryableAPIError, TransportError) as error:
                 attempt += 1
-                if attempt >= self._max_attempts or (is_ambiguous(error) and not replayable):
+                if attempt >= attempts or (is_ambiguous(error) and not replayable):
                     raise
                 retry_after = error.retry_after if isinstance(error, RetryableAPIError) else None
                 delay = backoff_seconds(attempt - 1, self._random, retry_after)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -18,11 +18,12 @@ RejectionListener = Callable[[int, str], None]
 
 
 class SinkWriteError(Exception):
-    """Part of a batch was lost; ``cause`` is the error reported for strike accounting.
+    """Part of a batch was not stored; ``cause`` is the error reported for strike accounting.
 
     ``lost`` are the positions (in the batch) that were certainly not applied; ``ambiguous`` those a
-    non-idempotent request may have applied before failing. Without positions, the last ``failed_records``
-    items count as lost.
+    non-idempotent request may have applied before failing; ``failed`` those that failed for good (a record
+    rejection), each with its reason, never to be resent. Without positions, the last ``failed_records`` items
+    count as lost.
     """
 
     def __init__(
@@ -32,17 +33,24 @@ class SinkWriteError(Exception):
         *,
         lost: Sequence[int] | None = None,
         ambiguous: Sequence[int] = (),
+        failed: Mapping[int, str] | None = None,
     ) -> None:
         super().__init__(f"{failed_records} records lost: {type(cause).__name__}: {cause}")
         self.cause = cause
         self.failed_records = failed_records
         self._lost = None if lost is None else list(lost)
         self.ambiguous_positions = list(ambiguous)
+        self.failed_positions = dict(failed or {})
+
+    @property
+    def has_positions(self) -> bool:
+        """Whether the sink said which positions had which outcome (else the slot classifies by ``cause``)."""
+        return self._lost is not None or bool(self.ambiguous_positions or self.failed_positions)
 
     def lost_positions(self, batch_size: int) -> list[int]:
         if self._lost is not None:
             return self._lost
-        count = max(0, self.failed_records - len(self.ambiguous_positions))
+        count = max(0, self.failed_records - len(self.ambiguous_positions) - len(self.failed_positions))
         return list(range(batch_size - count, batch_size))
 
 

@@ -1,26 +1,64 @@
 """The legacy v0 eval sample table: ``POST /evaluations/{id}/samples``.
 
-The table is append-only, so a request that failed ambiguously is never replayed (the client does not
-retry non-idempotent POSTs after 502/504 or a broken stream): a lost batch is visible in the counts, a
-duplicate would silently skew every dashboard average.
+The table is append-only, so a request that failed ambiguously (502/504, a broken stream) is never sent again
+blindly: a duplicate would silently skew every dashboard average. Its rows are read back instead; the request
+is sent again only when two reads prove that none of it was stored, and what a read cannot decide is reported
+as possibly missing. A 4xx rejection of several rows proves nothing was stored: the request is split until only
+the rows refused are left, and those alone fail, counted with the platform's reason.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
 from .._records import compact_json, is_episode, nullify
-from ..client import EvaluationsAPI, is_ambiguous
-from ..errors import is_permanent, is_transient
+from ..client import ATTEMPT_LISTENER, EvaluationsAPI, StoredSamples, is_ambiguous, sample_key
+from ..client._readback import SETTLE_SECONDS
+from ..errors import failure_reason, is_permanent, is_record_rejection, is_transient
 from ..processors._spans import RecordSpan, record_of
 from ..projection import EncodedSample, RecordInput, encode_samples, pack_sample_requests
 from ._base import RecordExporter, SinkWriteError
 
 _logger = logging.getLogger(__name__)
+
+#: Sends of one request at most: the first, and one after a read-back proved it was not stored (rows still not
+#: stored after that are kept for a later replay, like any other failure that stored nothing).
+SEND_ATTEMPTS = 2
+#: Refusals of what a request carries (malformed, too large, invalid): splitting it finds the rows refused.
+_SPLIT_ON = frozenset({400, 413, 422})
+_BODY_OPEN, _BODY_CLOSE = b'{"samples":[', b"]}"
+
+
+class _RowOutcomes:
+    """What became of each row of one write: delivered, not applied (kept), possibly applied, or failed."""
+
+    def __init__(self) -> None:
+        self.delivered: set[int] = set()
+        self.lost: dict[int, BaseException] = {}
+        self.maybe: dict[int, BaseException] = {}
+        self.failed: dict[int, str] = {}
+        self.errors: list[BaseException] = []
+
+    def deliver(self, indices: Sequence[int] | set[int]) -> None:
+        self.delivered.update(indices)
+
+    def lose(self, indices: Sequence[int], error: BaseException) -> None:
+        self.lost.update(dict.fromkeys(indices, error))
+        self.errors.append(error)
+
+    def possibly_applied(self, indices: Sequence[int] | set[int], error: BaseException) -> None:
+        self.maybe.update(dict.fromkeys(indices, error))
+        self.errors.append(error)
+
+    def fail(self, indices: Sequence[int], error: BaseException) -> None:
+        self.failed.update(dict.fromkeys(indices, failure_reason(error)))
+        self.errors.append(error)
 
 
 class EvalSamplesExporter(RecordExporter):
@@ -29,12 +67,18 @@ class EvalSamplesExporter(RecordExporter):
     name = "eval_samples"
 
     def __init__(
-        self, api: EvaluationsAPI, evaluation_id: str, *, write_only_when: Callable[[], bool] | None = None
+        self,
+        api: EvaluationsAPI,
+        evaluation_id: str,
+        *,
+        write_only_when: Callable[[], bool] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         super().__init__()
         self._api = api
         self._evaluation_id = evaluation_id
         self._write_only_when = write_only_when
+        self._sleep = sleep
         self._rollout_numbers: dict[Any, int] = {}
         self._warned_skip = False
 
@@ -80,26 +124,104 @@ class EvalSamplesExporter(RecordExporter):
         return ready
 
     def _send(self, samples: list[EncodedSample]) -> None:
-        """Loss is counted per input record, once, with the first request that carries one of its rows."""
-        counted: set[int] = set()
+        rows = _RowOutcomes()
+        stop: BaseException | None = None
+        for request in pack_sample_requests(samples):
+            if stop is None:
+                stop = self._deliver(samples, list(request.indices), rows)
+            else:
+                rows.lose(list(request.indices), stop)
+        self._settle(samples, rows, stop)
+
+    def _deliver(self, samples: list[EncodedSample], indices: list[int], rows: _RowOutcomes) -> BaseException | None:
+        """Send rows ``indices`` as one request; the permanent error that ends the batch, if one came."""
+        error: BaseException | None = None
+        for _ in range(SEND_ATTEMPTS):
+            body = b"".join((_BODY_OPEN, b",".join(samples[i].data for i in indices), _BODY_CLOSE))
+            self._count(requests=1, sent_bytes=len(body))  # every request sent, whatever became of it
+            try:
+                self._api.append_samples(self._evaluation_id, body)
+            except Exception as exc:
+                error = exc
+            else:
+                rows.deliver(indices)
+                return None
+            if is_record_rejection(error):
+                if getattr(error, "status_code", None) in _SPLIT_ON and len(indices) > 1:
+                    return self._bisect(samples, indices, rows)
+                rows.fail(indices, error)
+                return None
+            if not is_ambiguous(error):
+                rows.lose(indices, error)
+                return error if is_permanent(error) else None
+            stored, absent = self._read_back(samples, indices)
+            rows.deliver(stored)
+            if not absent:
+                undecided = [i for i in indices if i not in stored]
+                if undecided:
+                    rows.possibly_applied(undecided, error)
+                return None
+            _logger.info("%d sample rows were not stored after %s; sending them again", len(indices), error)
+        assert error is not None
+        rows.lose(indices, error)  # proven not stored after the last send: safe to keep for a replay
+        return None
+
+    def _bisect(self, samples: list[EncodedSample], indices: list[int], rows: _RowOutcomes) -> BaseException | None:
+        half = len(indices) // 2
+        stop = self._deliver(samples, indices[:half], rows)
+        if stop is not None:
+            rows.lose(indices[half:], stop)
+            return stop
+        return self._deliver(samples, indices[half:], rows)
+
+    def _read_back(self, samples: list[EncodedSample], indices: list[int]) -> tuple[set[int], set[int]]:
+        """``(stored, absent)`` among ``indices``; ``absent`` (all of them) only when two reads a settle apart
+        found none. Rows in neither stay undecided."""
+        keys = [sample_key(samples[i].row) for i in indices]
+        # The reads store nothing: the failed append's in-flight marker (a crash now means possibly missing) stays.
+        listener = ATTEMPT_LISTENER.set(None)
+        try:
+            verdicts = StoredSamples.read(self._api, self._evaluation_id).stored(keys)
+            if all(verdict is False for verdict in verdicts):
+                self._sleep(SETTLE_SECONDS)
+                verdicts = StoredSamples.read(self._api, self._evaluation_id).stored(keys)
+        except Exception as exc:
+            _logger.warning("could not read back %d sample rows after an ambiguous failure: %s", len(indices), exc)
+            return set(), set()
+        finally:
+            ATTEMPT_LISTENER.reset(listener)
+        stored = {index for index, verdict in zip(indices, verdicts, strict=True) if verdict is True}
+        absent = set(indices) if all(verdict is False for verdict in verdicts) else set()
+        return stored, absent
+
+    def _settle(self, samples: list[EncodedSample], rows: _RowOutcomes, stop: BaseException | None) -> None:
+        """Per input record (an episode may have several rows): delivered only when every row is."""
+        by_record: dict[int, list[int]] = defaultdict(list)
+        for index, sample in enumerate(samples):
+            by_record[sample.source].append(index)
+        delivered = 0
         lost: list[int] = []
         ambiguous: list[int] = []
-        reported: BaseException | None = None
-        requests = pack_sample_requests(samples)
-        for position, request in enumerate(requests):
-            records = sorted({samples[i].source for i in request.indices} - counted)
-            counted.update(records)
-            try:
-                self._api.append_samples(self._evaluation_id, request.body)
-            except Exception as exc:
-                (ambiguous if is_ambiguous(exc) else lost).extend(records)
-                if not is_permanent(exc):
-                    if reported is None or is_transient(exc):
-                        reported = exc
-                    continue
-                remaining = {samples[i].source for later in requests[position + 1 :] for i in later.indices}
-                lost.extend(sorted(remaining - counted))
-                raise SinkWriteError(exc, len(lost) + len(ambiguous), lost=lost, ambiguous=ambiguous) from exc
-            self._count(delivered=len(records), requests=1, sent_bytes=len(request.body))
-        if reported is not None:
-            raise SinkWriteError(reported, len(lost) + len(ambiguous), lost=lost, ambiguous=ambiguous)
+        failed: dict[int, str] = {}
+        for record, indices in sorted(by_record.items()):
+            refused = [rows.failed[i] for i in indices if i in rows.failed]
+            if refused:
+                failed[record] = refused[0]
+            elif any(i in rows.maybe for i in indices):
+                ambiguous.append(record)
+            elif any(i in rows.lost for i in indices):
+                if any(i in rows.delivered for i in indices):
+                    # Sending the record again would store its delivered rows twice.
+                    failed[record] = (
+                        f"partly stored: {failure_reason(next(rows.lost[i] for i in indices if i in rows.lost))}"
+                    )
+                else:
+                    lost.append(record)
+            else:
+                delivered += 1
+        self._count(delivered=delivered)
+        if lost or ambiguous or failed:
+            cause = stop or next((e for e in rows.errors if is_transient(e)), rows.errors[-1])
+            raise SinkWriteError(
+                cause, len(lost) + len(ambiguous) + len(failed), lost=lost, ambiguous=ambiguous, failed=failed
+            )

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from .._records import is_episode
 from ..client import ObjectStorage, TrainingRunsAPI, is_ambiguous
-from ..errors import is_permanent
+from ..errors import failure_reason, is_permanent, is_record_rejection
 from ..processors._spans import record_of
 from ..projection import episodes_to_parquet_bytes, parquet_available, sample_rows_to_parquet_bytes
 from ._base import RecordExporter, SinkWriteError
@@ -114,25 +114,36 @@ class RftSamplesExporter(RecordExporter):
         return episodes_to_parquet_bytes(episodes, self._run_id, step, sample_id_offset=sample_id_offset)
 
     def _upload_steps(self, by_step: Mapping[int, list[Any]], positions: Mapping[int, list[int]]) -> None:
-        """One loss unit per step; a step whose confirm failed ambiguously may be registered (never resent)."""
+        """One loss unit per step. Until its confirm the step's object is invisible, so a failure before it
+        stored nothing (kept for a replay); a step whose confirm failed ambiguously may be registered (never
+        resent); a step the platform refused fails for good."""
         lost: list[int] = []
         ambiguous: list[int] = []
+        failed: dict[int, str] = {}
         reported: BaseException | None = None
         steps = sorted(by_step)
         for index, step in enumerate(steps):
             try:
                 self._upload_step(step, by_step[step])
+                continue
             except _ConfirmFailed as failure:
                 ambiguous.extend(positions[step])
-                reported = failure.cause if reported is None or not is_permanent(reported) else reported
+                error = failure.cause
             except Exception as exc:
-                lost.extend(positions[step])
-                reported = exc if reported is None or not is_permanent(reported) else reported
-                if is_permanent(exc):
-                    lost.extend(p for later in steps[index + 1 :] for p in positions[later])
-                    raise SinkWriteError(exc, len(lost) + len(ambiguous), lost=lost, ambiguous=ambiguous) from exc
+                error = exc
+                if is_record_rejection(exc):
+                    failed.update(dict.fromkeys(positions[step], failure_reason(exc)))
+                else:
+                    lost.extend(positions[step])
+            if reported is None or (is_record_rejection(reported) and not is_record_rejection(error)):
+                reported = error
+            if is_permanent(error):
+                lost.extend(p for later in steps[index + 1 :] for p in positions[later])
+                count = len(lost) + len(ambiguous) + len(failed)
+                raise SinkWriteError(error, count, lost=lost, ambiguous=ambiguous, failed=failed) from error
         if reported is not None:
-            raise SinkWriteError(reported, len(lost) + len(ambiguous), lost=lost, ambiguous=ambiguous)
+            count = len(lost) + len(ambiguous) + len(failed)
+            raise SinkWriteError(reported, count, lost=lost, ambiguous=ambiguous, failed=failed)
 
     def _upload_step(self, step: int, episodes: list[Any]) -> None:
         offset = self._next_range(step) * SAMPLE_ID_RANGE

@@ -7,11 +7,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .._spool import RunSpool
 from ..client import ATTEMPT_LISTENER, is_ambiguous
-from ..errors import is_record_rejection, is_transient
+from ..errors import failure_reason, is_record_rejection, is_transient
 from ..exporters._base import Sink, SinkWriteError
 
 _logger = logging.getLogger(__name__)
@@ -23,14 +24,25 @@ REPLAY_CHUNK = 256
 FailureListener = Callable[[str, BaseException], None]
 
 
+@dataclass
+class _Split:
+    """A failed batch by outcome, as positions: not applied (kept for a replay), possibly applied (never
+    resent), and failed for good (each with its reason; never resent)."""
+
+    lost: list[int]
+    ambiguous: list[int]
+    failed: dict[int, str]
+
+
 class SinkSlot:
     """Wraps one sink inside an uploader.
 
     Three consecutive transient failures retire the sink, or pause it for ``pause_seconds`` when set
     (training runs outlive platform deploys; with a spool every sink pauses). A permanent failure retires
-    at once; a record rejection costs only its batch. With a spool, what the sink could not take is kept
+    at once; a record rejection costs only the records refused, counted failed with the platform's reason and
+    never kept for a replay (it would be refused again). With a spool, what the sink could not take is kept
     there and replayed once the sink writes again; what a non-idempotent request may already have applied
-    is reported as possibly missing instead.
+    (and the sink could not read back) is reported as possibly missing instead.
     """
 
     def __init__(
@@ -86,7 +98,7 @@ class SinkSlot:
             if spool is not None and not replayed:
                 spool.defer(self.name, seqs or [])
             elif spool is None and self.retired:
-                self.add_failed(len(items))
+                self.add_failed(len(items), "sink retired")
             return False
         token = None
         if spool is not None and not self.replay_safe:
@@ -95,11 +107,11 @@ class SinkSlot:
         try:
             self.exporter.write(items)
         except SinkWriteError as exc:
-            self._account(items, seqs, replayed, exc.cause, exc.lost_positions(len(items)), exc.ambiguous_positions)
+            self._account(seqs, replayed, exc.cause, self._split(exc.cause, len(items), exc))
             self._fail(exc.cause)
             return False
         except Exception as exc:
-            self._account(items, seqs, replayed, exc, list(range(len(items))), [])
+            self._account(seqs, replayed, exc, self._split(exc, len(items), None))
             self._fail(exc)
             return False
         finally:
@@ -110,34 +122,45 @@ class SinkSlot:
             spool.settle(self.name, seqs or [], replayed=replayed)
         return True
 
-    def _account(
-        self,
-        items: Sequence[Any],
-        seqs: Sequence[int] | None,
-        replayed: bool,
-        error: BaseException,
-        lost: Sequence[int],
-        ambiguous: Sequence[int],
-    ) -> None:
-        """Split a failed batch: delivered, kept for a replay, possibly applied (never resent), or lost."""
-        if self.spool is None or seqs is None:
-            self.add_failed(len(lost) + len(ambiguous))
+    def _split(self, error: BaseException, batch_size: int, written: SinkWriteError | None) -> _Split:
+        """Which positions of a failed batch were not applied, may have been, or failed for good. A sink that
+        says so is believed; otherwise the error decides for the positions it names (the whole batch)."""
+        if written is not None and written.has_positions:
+            lost, ambiguous = written.lost_positions(batch_size), written.ambiguous_positions
+            failed = dict(written.failed_positions)
+        else:
+            lost = written.lost_positions(batch_size) if written is not None else list(range(batch_size))
+            ambiguous, failed = [], {}
+            if not self.replay_safe and is_ambiguous(error) and not is_record_rejection(error):
+                lost, ambiguous = [], lost
+        if not failed and is_record_rejection(error):
+            # Refused for good: sending the same records again would be refused again.
+            failed, lost = {position: failure_reason(error) for position in lost}, []
+        if self.replay_safe:
+            lost, ambiguous = sorted({*lost, *ambiguous}), []
+        return _Split(list(lost), list(ambiguous), failed)
+
+    def _account(self, seqs: Sequence[int] | None, replayed: bool, error: BaseException, split: _Split) -> None:
+        """Settle a failed batch: delivered, kept for a replay, possibly applied (never resent), or failed."""
+        for reason, count in collections.Counter(split.failed.values()).items():
+            self.add_failed(count, reason)
+        spool = self.spool
+        if spool is None or seqs is None:
+            self.add_failed(len(split.lost) + len(split.ambiguous), failure_reason(error))
             return
-        maybe_applied = set(ambiguous)
-        if not self.replay_safe and is_ambiguous(error):
-            maybe_applied |= set(lost)
-        keep = [seqs[i] for i in lost if i not in maybe_applied]
-        failed_positions = set(lost) | maybe_applied
-        delivered = [seqs[i] for i in range(len(items)) if i not in failed_positions]
+        if split.failed:
+            spool.fail(self.name, [seqs[i] for i in sorted(split.failed)])
+        undelivered = {*split.lost, *split.ambiguous, *split.failed}
+        delivered = [seq for i, seq in enumerate(seqs) if i not in undelivered]
         if delivered:
-            self.spool.settle(self.name, delivered, replayed=replayed)
-        if maybe_applied:
-            self.spool.mark_missing(self.name, [seqs[i] for i in sorted(maybe_applied)])
-        if keep:
+            spool.settle(self.name, delivered, replayed=replayed)
+        if split.ambiguous:
+            spool.mark_missing(self.name, [seqs[i] for i in sorted(split.ambiguous)])
+        if split.lost:
             if replayed:
-                self.spool.mark_inflight(self.name, [])
+                spool.mark_inflight(self.name, [])
             else:
-                self.spool.defer(self.name, keep)
+                spool.defer(self.name, [seqs[i] for i in split.lost])
 
     def replay(self, build: Callable[[list[Any]], list[Any]], *, force: bool = False) -> int:
         """Send up to one chunk of this sink's spooled records; how many reached it."""

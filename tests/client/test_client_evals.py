@@ -235,10 +235,18 @@ def test_status_404_propagates_so_the_caller_can_latch(make_api) -> None:
         api.set_status("e1", RunStatus.FAILED, "boom")
 
 
-def test_status_put_is_replayed_and_a_replayed_409_is_success(make_api) -> None:
-    api, script = make_api(httpx.ReadTimeout("lost"), reply(409, {"detail": "already closed"}))
-    assert api.set_status("e1", RunStatus.CANCELLED, "interrupted") is False
-    assert len(script.requests) == 2
+def test_status_put_is_replayed_and_a_replayed_409_that_finds_this_status_is_success(make_api) -> None:
+    """The first attempt took effect: the replay's 409 and the status read back say it was this call."""
+    api, script = make_api(
+        httpx.ReadTimeout("lost"), reply(409, {"detail": "already closed"}), ok({"status": "CANCELLED"})
+    )
+    assert api.set_status("e1", RunStatus.CANCELLED, "interrupted") is True
+    assert script.paths == ["PUT /api/v1/evaluations/e1"] * 2 + ["GET /api/v1/evaluations/e1"]
+
+
+def test_a_409_that_finds_another_status_means_someone_else_closed_the_run(make_api) -> None:
+    api, _ = make_api(reply(409, {"detail": "already closed"}), ok({"status": "COMPLETED"}))
+    assert api.set_status("e1", RunStatus.FAILED, "boom") is False
 
 
 @pytest.mark.parametrize("status", [RunStatus.COMPLETED, RunStatus.RUNNING])

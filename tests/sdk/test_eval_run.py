@@ -98,16 +98,20 @@ def test_an_ambiguous_failure_on_create_gives_one_evaluation_or_a_clear_error(pl
     assert len(platform_env.inspect.runs()) == before + 1
 
 
-def test_an_ambiguous_failure_on_samples_costs_that_batch_and_never_duplicates(platform_env: LocalPlatform) -> None:
-    """Samples are not replayed: the batch is counted as failed; the rows the server did store appear once."""
+def test_an_ambiguous_failure_on_samples_is_read_back_and_the_rows_stored_once_count_delivered(
+    platform_env: LocalPlatform,
+) -> None:
+    """The samples POST is never sent again blindly after a 502: the rows are read back, found, and counted
+    delivered; they appear once."""
     platform_env.inspect.add_fault(method="POST", path="/api/v1/evaluations/*/samples", action="fail_after", status=502)
     episodes = load_episodes("eval")
     run = po.init(environments=["gsm8k"], model="m")
     run.log_episodes(episodes)
-    run.finish()
-    assert run.failed_records == {"eval_samples": 3}
+    report = run.finish()
+    assert run.failed_records == {} and report is not None and report.complete
     rows = platform_env.inspect.samples(run.id)["items"]
     assert len(rows) == 3 and len({row["sample_id"] for row in rows}) == 3
+    assert platform_env.inspect.run(run.id)["requests"]["POST /api/v1/evaluations/{evaluation_id}/samples"] == 1
     assert platform_env.inspect.run(run.id)["num_episodes"] == 3
 
 
@@ -122,8 +126,9 @@ def test_a_rate_limit_is_waited_out_and_nothing_is_lost(platform_env: LocalPlatf
     assert platform_env.inspect.run(run.id)["num_samples"] == 3
 
 
-def test_three_transient_failures_retire_the_samples_sink_and_the_counts_say_so(platform_env: LocalPlatform) -> None:
-    """Each failed batch is counted; after three, later batches are counted as failed without being sent."""
+def test_three_transient_failures_pause_the_samples_sink_and_the_rows_stay_spooled(platform_env: LocalPlatform) -> None:
+    """Every answer is a 503: the rows are read back, proven not stored, and kept in the spool (not counted
+    lost, and not possibly missing); the sink pauses after three failures in a row."""
     platform_env.inspect.add_fault(
         method="POST", path="/api/v1/evaluations/*/samples", action="fail_before", status=503, times=None
     )
@@ -132,8 +137,11 @@ def test_three_transient_failures_retire_the_samples_sink_and_the_counts_say_so(
     for episode in episodes:
         run.log_episodes([episode])
         assert run.flush(30)
-    run.finish()
-    assert run.failed_records == {"eval_samples": 3}
+    report = run.finish()
+    assert report is not None
+    samples = next(sink for sink in report.sinks if sink.sink == "eval_samples")
+    assert (samples.delivered, samples.possibly_missing, samples.pending) == (0, 0, 3)
+    assert run.failed_records == {} and not report.complete
     assert any("eval_samples" in error for error in run.errors)
     assert platform_env.inspect.run(run.id)["num_episodes"] == 3
 

@@ -82,9 +82,7 @@ def test_an_outage_mid_run_costs_nothing_every_episode_lands_exactly_once(fast_p
     assert delivery["eval_samples"]["possibly_missing"] == 0
 
 
-def test_an_ambiguous_sample_failure_is_reported_possibly_missing_and_never_replayed(
-    fast_platform: LocalPlatform,
-) -> None:
+def test_an_ambiguous_sample_failure_is_read_back_and_never_replayed(fast_platform: LocalPlatform) -> None:
     fast_platform.inspect.add_fault(
         method="POST", path="/api/v1/evaluations/*/samples", action="fail_after", status=502
     )
@@ -93,7 +91,7 @@ def test_an_ambiguous_sample_failure_is_reported_possibly_missing_and_never_repl
     report = run.finish()
     assert report is not None
     samples = next(sink for sink in report.sinks if sink.sink == "eval_samples")
-    assert samples.possibly_missing == 3 and samples.replayed == 0 and samples.pending == 0
+    assert samples.delivered == 3 and samples.possibly_missing == 0 and samples.replayed == 0 and samples.pending == 0
     assert fast_platform.inspect.run(run.id)["num_samples"] == 3  # stored once, by the request that "failed"
     assert fast_platform.inspect.run(run.id)["requests"]["POST /api/v1/evaluations/{evaluation_id}/samples"] == 1
 
