@@ -83,7 +83,7 @@ def transport_failure(exc: httpx.RequestError, what: str) -> APIError:
 
 
 def is_ambiguous(error: BaseException) -> bool:
-    """Whether the server may have acted although the call failed (platform-contract §7.1): a transport failure
+    """Whether the server may have acted although the call failed: a transport failure
     after the request went out, or a 502/503/504. Any other answer (429, a 4xx, a plain 500) refused the request,
     and an error raised before sending (an unencodable body) sent nothing. Unknown failures count as ambiguous."""
     ambiguous = getattr(error, "ambiguous", None)

@@ -1,4 +1,4 @@
-"""The failure classes of platform-contract §3 and §7.1, for each way a call can fail.
+"""The failure classes the platform defines, for each way a call can fail.
 
 Ambiguous: the server may have acted (502/503/504, a stream broken or timed out after the request went out).
 Unambiguous: nothing was applied (connect errors, 429, any other answer, an error before sending). A record
