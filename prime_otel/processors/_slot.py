@@ -98,7 +98,9 @@ class SinkSlot:
             if spool is not None and not replayed:
                 spool.defer(self.name, seqs or [])
             elif spool is None and self.retired:
-                self.add_failed(len(items), "sink retired")
+                # Without seqs a spool refused the batch: that is why these records are lost, not the retirement.
+                refused = self.spool.refusal_reason if self.spool is not None else None
+                self.add_failed(len(items), refused or "sink retired")
             return False
         token = None
         if spool is not None and not self.replay_safe:
