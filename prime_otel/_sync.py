@@ -25,7 +25,6 @@ from prime_traces import LineFormat
 from ._backends import EvalBackend, RunSpec, TrainingBackend
 from ._config import Settings, resolve_settings
 from ._offline import EPISODES_FILE, METRICS_FILE, RUN_FILE, SAMPLES_FILE, TRACES_FILE, write_json_atomically
-from ._records import compact_json, stamp_run
 from ._run_document import RunDocument, RunDocumentError
 from ._spool import RunSpool, SpooledRecord
 from ._types import RunStatus
@@ -42,6 +41,7 @@ from .client._urls import normalize_traces_url
 from .errors import ConfigurationError, ForbiddenError
 from .exporters._base import Sink
 from .projection import ENVELOPE_BYTES, MAX_SAMPLES_PAYLOAD_BYTES, EncodedSample, pack_sample_requests
+from .records import compact_json, stamp_run
 
 _logger = logging.getLogger("prime_otel")
 
@@ -416,7 +416,7 @@ class SpoolSync:
         from opentelemetry.sdk.resources import Resource
 
         from .processors._slot import SinkSlot
-        from .processors._spans import RecordSpan
+        from .records import RecordSpan
 
         resource = Resource.create({"run.id": self.run_id})
         uploaded: dict[str, int] = {}

@@ -19,7 +19,8 @@ from ..exporters.eval_samples import EvalSamplesExporter
 from ..exporters.rft_metrics import RftMetricsWriter
 from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSampleRowsExporter
 from ..exporters.traces import PrimeTracesExporter
-from ..processors import TRAINING_PAUSE_SECONDS, RecordSpan, SinkSlot, StepMetricsUploader
+from ..processors import TRAINING_PAUSE_SECONDS, SinkSlot, StepMetricsUploader
+from ..records import RecordSpan
 from ._spans import DEFAULT_MAX_QUEUED_BYTES, GatewayRecordProcessor, GatewayRecordSpan
 
 _logger = logging.getLogger(__name__)

@@ -28,8 +28,8 @@ from .._conventions import (
     RUN_STEP,
     TRACE_SPAN,
 )
-from .._model_records import encode_record
-from .._records import EncodedRecord, is_episode
+from ._encoding import EncodedRecord, is_episode
+from ._models import encode_record
 
 RECORD_SPAN_NAMES = frozenset({EPISODE_SPAN, TRACE_SPAN})
 

@@ -19,7 +19,7 @@ from prime_traces import LineFormat
 
 from prime_otel.exporters._base import SinkWriteError
 from prime_otel.exporters.traces import PrimeTracesExporter, TracesLimits, refusal
-from prime_otel.processors._spans import spans_for
+from prime_otel.records import spans_for
 from prime_otel.testing import LocalPlatform
 from tests._fixtures import episode_from_record, load_records
 

@@ -17,7 +17,7 @@ from opentelemetry.sdk.resources import Resource
 from prime_otel.client import EvaluationsAPI, PlatformHTTP
 from prime_otel.exporters._base import SinkWriteError
 from prime_otel.exporters.eval_samples import EvalSamplesExporter
-from prime_otel.processors._spans import spans_for
+from prime_otel.records import spans_for
 from tests.client.client_scripts import Script
 
 
