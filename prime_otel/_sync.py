@@ -33,12 +33,11 @@ from .client import (
     PlatformHTTP,
     TrainingRunsAPI,
     eval_dashboard_url,
-    is_ambiguous,
     traces_client,
     training_dashboard_url,
 )
 from .client._urls import normalize_traces_url
-from .errors import ConfigurationError, ForbiddenError
+from .errors import ConfigurationError, ForbiddenError, is_ambiguous
 from .exporters._base import Sink
 from .projection import ENVELOPE_BYTES, MAX_SAMPLES_PAYLOAD_BYTES, EncodedSample, pack_sample_requests
 from .records import compact_json, stamp_run
