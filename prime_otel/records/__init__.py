@@ -30,7 +30,6 @@ from ._spans import (
     record_from_attributes,
     record_kind,
     record_of,
-    spans_for,
 )
 
 __all__ = [
@@ -51,7 +50,6 @@ __all__ = [
     "record_from_attributes",
     "record_kind",
     "record_of",
-    "spans_for",
     "stamp_run",
     "to_mapping",
     "why_unencodable",
