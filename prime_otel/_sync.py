@@ -39,6 +39,7 @@ from .client import (
 from .client._urls import normalize_traces_url
 from .errors import ConfigurationError, ForbiddenError, is_ambiguous
 from .exporters._base import Sink
+from .exporters.traces import upload_context
 from .projection import ENVELOPE_BYTES, MAX_SAMPLES_PAYLOAD_BYTES, EncodedSample, pack_sample_requests
 from .records import compact_json, stamp_run
 
@@ -336,11 +337,7 @@ class OfflineRunSync:
         self.ledger.save(self.folder)
 
     def _context(self) -> dict[str, str]:
-        context = {"source": "prime-otel", "run_type": self.kind}
-        for key, value in (("framework", self.document.framework), ("model", self.document.model)):
-            if value:
-                context[key] = value
-        return context
+        return upload_context(self.kind, framework=self.document.framework, model=self.document.model)
 
     def _upload_samples(self) -> None:
         assert self.ledger.platform_id is not None
@@ -495,10 +492,7 @@ class SpoolSync:
             config={},
             team_id=self.settings.team_id,
         )
-        context = {"source": "prime-otel", "run_type": self.kind}
-        for key, value in (("framework", document.framework), ("model", document.model)):
-            if value:
-                context[key] = value
+        context = upload_context(self.kind, framework=document.framework, model=document.model)
         records: list[Sink] = list(
             _sink_exporters(
                 spec,

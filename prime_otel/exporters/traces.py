@@ -47,6 +47,16 @@ _REQUEST_CODES = frozenset(
 TracesClientFactory = Callable[[], TracesClient]
 
 
+def upload_context(run_type: str, *, framework: str | None = None, model: str | None = None) -> dict[str, str]:
+    """The context every Prime Traces upload of a run carries: this SDK, the run's type, and, when the run
+    names them, its framework and model."""
+    context = {"source": "prime-otel", "run_type": run_type}
+    for key, value in (("framework", framework), ("model", model)):
+        if value:
+            context[key] = value
+    return context
+
+
 @dataclass(frozen=True)
 class TracesLimits:
     """What Prime Traces refuses in one line (the numbers the platform contract leaves open are the ones the local
