@@ -46,10 +46,10 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._workload import eval_episodes  # noqa: E402
 from prime_otel import _conventions as conv  # noqa: E402
 from prime_otel._backends import EvalBackend, RunSpec  # noqa: E402
-from prime_otel._records import EncodedRecord, compact_json, to_mapping  # noqa: E402
 from prime_otel._types import EnvironmentRef  # noqa: E402
 from prime_otel.client import EvaluationsAPI, PlatformHTTP  # noqa: E402
 from prime_otel.projection import encode_samples  # noqa: E402
+from prime_otel.records import EncodedRecord, compact_json, to_mapping  # noqa: E402
 from prime_otel.testing import LocalPlatform, start_local_platform  # noqa: E402
 from tests.gateway._gateway import Gateway  # noqa: E402
 

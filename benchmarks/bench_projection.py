@@ -28,9 +28,8 @@ from verifiers.v1.trace import WireTrace
 from verifiers.v1.utils.trace_store import read_episodes
 
 from prime_otel import metrics, projection
-from prime_otel._model_records import encode_record
-from prime_otel._records import clean
 from prime_otel.client._traces import isal_gzip
+from prime_otel.records import clean, encode_record
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 EVAL_ID = "eval-3f9c2a71d4"

@@ -7,6 +7,7 @@ from ._init import init
 from ._report import Closure, DeliveryReport, SinkReport
 from ._run import Run
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, RunKind, RunStatus, TrainingSpec
+from ._version import __version__ as __version__
 from .errors import (
     APIError,
     ConfigurationError,
@@ -20,8 +21,6 @@ from .errors import (
     TransportError,
     UnauthorizedError,
 )
-
-__version__ = "0.1.0"
 
 MODE_ENV = "PRIME_RUNS_MODE"
 TRACES_OPT_OUT_ENV = "PRIME_TRACES_OPT_OUT"

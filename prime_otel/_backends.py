@@ -15,11 +15,10 @@ from .client import (
     EvaluationsAPI,
     TrainingRunsAPI,
     eval_dashboard_url,
-    is_ambiguous,
     training_dashboard_url,
 )
 from .client._readback import SETTLE_SECONDS
-from .errors import APIError, ConfigurationError, NotFoundError
+from .errors import APIError, ConfigurationError, NotFoundError, is_ambiguous
 
 _logger = logging.getLogger(__name__)
 

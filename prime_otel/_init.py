@@ -30,7 +30,7 @@ from .exporters.eval_samples import EvalSamplesExporter
 from .exporters.otlp import OtlpMetricsSink, OtlpRecordSink, default_metric_exporter, default_span_exporter
 from .exporters.rft_metrics import RftMetricsWriter
 from .exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSamplesExporter
-from .exporters.traces import PrimeTracesExporter
+from .exporters.traces import PrimeTracesExporter, upload_context
 from .processors import TRAINING_PAUSE_SECONDS, RecordProcessor, SinkSlot, StepMetricsUploader
 from .resources import RunAdvertisement, RunIdentity, detect_rank, inherited_run, run_resource
 
@@ -351,11 +351,7 @@ def _online_run(
         id=opened.id, kind=spec.kind, name=opened.name or spec.name, rank=rank, world_size=world_size
     )
     notes = ErrorNotes(identity.id, on_error)
-    context = {"source": "prime-otel", "run_type": spec.kind}
-    if spec.framework:
-        context["framework"] = spec.framework
-    if spec.model:
-        context["model"] = spec.model
+    context = upload_context(spec.kind, framework=spec.framework, model=spec.model)
 
     run_folder = Path(settings.runs_dir) / identity.id
     document = (

@@ -16,9 +16,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._model_records import encode_record
-from ._records import EncodedRecord, UnencodableRecord, compact_json, is_episode
 from .projection import encode_samples
+from .records import EncodedRecord, UnencodableRecord, compact_json, encode_record, is_episode
 
 RUN_FILE = "run.json"
 EPISODES_FILE = "episodes.jsonl"

@@ -23,9 +23,7 @@ from ._backends import RunBackend
 from ._containment import ErrorNotes, describe
 from ._exit_paths import SIGNAL_FINISH_TIMEOUT_SECONDS, AtexitHook, SignalChain
 from ._fork import register_for_fork_reset
-from ._metric_values import metric_row
 from ._offline import RUN_FILE, OfflineRunWriter, write_json_atomically
-from ._records import clean, loggable
 from ._report import Closure, DeliveryReport, SinkReport
 from ._spool import DISK_FULL, RunSpool
 from ._status_line import Progress, StatusLine
@@ -35,6 +33,7 @@ from .errors import RunFinishedError
 from .exporters.otlp import OtlpRecordSink
 from .exporters.traces import PrimeTracesExporter
 from .processors import RecordProcessor, RunLifecycleProcessor, SinkSlot, StepMetricsUploader, Uploader
+from .records import clean, loggable, metric_row
 from .resources import RunAdvertisement, RunIdentity
 
 _logger = logging.getLogger("prime_otel")

@@ -381,11 +381,6 @@ class RunSpool:
             unanswered = sum(1 for seq in range(ledger.through, self._next_seq) if seq not in pending)
             return len(pending) + unanswered
 
-    @property
-    def sink_names(self) -> list[str]:
-        with self._lock:
-            return list(self._sinks)
-
     def sink(self, name: str) -> SinkLedger:
         with self._lock:
             return self._sinks.setdefault(name, SinkLedger())

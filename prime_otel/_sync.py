@@ -25,7 +25,6 @@ from prime_traces import LineFormat
 from ._backends import EvalBackend, RunSpec, TrainingBackend
 from ._config import Settings, resolve_settings
 from ._offline import EPISODES_FILE, METRICS_FILE, RUN_FILE, SAMPLES_FILE, TRACES_FILE, write_json_atomically
-from ._records import compact_json, stamp_run
 from ._run_document import RunDocument, RunDocumentError
 from ._spool import RunSpool, SpooledRecord
 from ._types import RunStatus
@@ -34,14 +33,15 @@ from .client import (
     PlatformHTTP,
     TrainingRunsAPI,
     eval_dashboard_url,
-    is_ambiguous,
     traces_client,
     training_dashboard_url,
 )
 from .client._urls import normalize_traces_url
-from .errors import ConfigurationError, ForbiddenError
+from .errors import ConfigurationError, ForbiddenError, is_ambiguous
 from .exporters._base import Sink
+from .exporters.traces import upload_context
 from .projection import ENVELOPE_BYTES, MAX_SAMPLES_PAYLOAD_BYTES, EncodedSample, pack_sample_requests
+from .records import compact_json, stamp_run
 
 _logger = logging.getLogger("prime_otel")
 
@@ -337,11 +337,7 @@ class OfflineRunSync:
         self.ledger.save(self.folder)
 
     def _context(self) -> dict[str, str]:
-        context = {"source": "prime-otel", "run_type": self.kind}
-        for key, value in (("framework", self.document.framework), ("model", self.document.model)):
-            if value:
-                context[key] = value
-        return context
+        return upload_context(self.kind, framework=self.document.framework, model=self.document.model)
 
     def _upload_samples(self) -> None:
         assert self.ledger.platform_id is not None
@@ -416,7 +412,7 @@ class SpoolSync:
         from opentelemetry.sdk.resources import Resource
 
         from .processors._slot import SinkSlot
-        from .processors._spans import RecordSpan
+        from .records import RecordSpan
 
         resource = Resource.create({"run.id": self.run_id})
         uploaded: dict[str, int] = {}
@@ -496,10 +492,7 @@ class SpoolSync:
             config={},
             team_id=self.settings.team_id,
         )
-        context = {"source": "prime-otel", "run_type": self.kind}
-        for key, value in (("framework", document.framework), ("model", document.model)):
-            if value:
-                context[key] = value
+        context = upload_context(self.kind, framework=document.framework, model=document.model)
         records: list[Sink] = list(
             _sink_exporters(
                 spec,

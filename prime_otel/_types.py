@@ -61,9 +61,6 @@ class RunStatus(str, Enum):
     CANCELLED = "cancelled"
     CRASHED = "crashed"
 
-    def is_terminal(self) -> bool:
-        return self is not RunStatus.RUNNING
-
     def __str__(self) -> str:
         return self.value
 

@@ -42,6 +42,7 @@ __all__ = [
     "UnauthorizedError",
     "ValidationRejectedError",
     "failure_reason",
+    "is_ambiguous",
     "is_permanent",
     "is_record_rejection",
     "is_transient",
@@ -66,6 +67,8 @@ class RunFinishedError(PrimeRunsError):
 
 #: Answers that refuse the request itself (nothing was stored) and would refuse it again: a record rejection.
 REJECTION_STATUSES = frozenset({400, 409, 413, 422})
+#: Answers from a gateway in front of the service: the service may have acted before it failed.
+GATEWAY_STATUSES = frozenset({502, 503, 504})
 
 
 def is_record_rejection(error: BaseException) -> bool:
@@ -78,6 +81,20 @@ def is_record_rejection(error: BaseException) -> bool:
         and not isinstance(error, (RetryableAPIError, TransportError))
         and error.status_code in REJECTION_STATUSES
     )
+
+
+def is_ambiguous(error: BaseException) -> bool:
+    """Whether the server may have acted although the call failed: a transport failure
+    after the request went out, or a 502/503/504. Any other answer (429, a 4xx, a plain 500) refused the request,
+    and an error raised before sending (an unencodable body) sent nothing. Unknown failures count as ambiguous."""
+    ambiguous = getattr(error, "ambiguous", None)
+    if isinstance(ambiguous, bool):
+        return ambiguous
+    if isinstance(error, (TypeError, ValueError)):
+        return False
+    if isinstance(error, APIError) and error.status_code is not None and not isinstance(error, TransportError):
+        return error.status_code in GATEWAY_STATUSES
+    return True
 
 
 def is_transient(error: BaseException) -> bool:

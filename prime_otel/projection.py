@@ -3,7 +3,7 @@ for ``POST /evaluations/{id}/samples`` and the training viewer's Parquet object.
 
 Duck-typed against verifiers 0.4.0 episodes and traces; verifiers is never imported. An episode
 may also be its JSON record (``Episode.to_record()``: a mapping with a ``traces`` key), projected to the same rows
-by verifiers' rules over the plain JSON (:mod:`prime_otel._trace_record`); such rows share sub-objects with the
+by verifiers' rules over the plain JSON (:mod:`prime_otel.records._trace`); such rows share sub-objects with the
 record.
 Output equals prime-runs 0.1.4's ``prime_runs.projection`` except for these documented improvements:
 
@@ -13,7 +13,7 @@ Output equals prime-runs 0.1.4's ``prime_runs.projection`` except for these docu
 3. Each row is encoded once: :func:`encode_samples` keeps the compact JSON made for the 25 MiB check and
    :func:`pack_sample_requests` returns finished request bodies, so the uploader never encodes a row again.
 4. ``record=`` / ``records=`` take the record the caller already has, as a mapping or as an
-   :class:`~prime_otel._records.EncodedRecord` (whose bytes the Prime Traces line shares), so ``to_record()``
+   :class:`~prime_otel.records.EncodedRecord` (whose bytes the Prime Traces line shares), so ``to_record()``
    and the record's encoding each run once per episode across sinks.
 5. ``episode_to_samples`` takes the rollout number or the per-example counter dict.
 6. Each message object is dumped once per trace (branches share their prefix nodes) and non-finite values are
@@ -34,8 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from . import _trace_record
-from ._records import EncodedRecord, compact_json, nullify
+from .records import EncodedRecord, _trace, compact_json, nullify
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +90,7 @@ class PackedRequest:
 def summary_trace_index(episode: Any) -> int:
     """Index of the trace that represents the episode: the first trainable one, else 0."""
     if isinstance(episode, Mapping):
-        return next((index for index, trace in enumerate(_traces(episode)) if _trace_record.is_trainable(trace)), 0)
+        return next((index for index, trace in enumerate(_traces(episode)) if _trace.is_trainable(trace)), 0)
     return next((index for index, trace in enumerate(episode.traces) if trace.agent.trainable), 0)
 
 
@@ -423,7 +422,7 @@ def _object_trace_row(trace: Any, rollout_number: int, episode_id: str | None) -
 
 def _record_trace_row(trace: Mapping[str, Any], rollout_number: int, episode_id: str | None) -> dict[str, Any]:
     """The record's own dumps (messages, tools, timing, error) go into the row as they are."""
-    task = _trace_record.task_data(trace)
+    task = _trace.task_data(trace)
     agent = trace.get("agent") or {}
     return _row(
         trace_id=trace.get("id"),
@@ -433,18 +432,18 @@ def _record_trace_row(trace: Mapping[str, Any], rollout_number: int, episode_id:
         episode_id=episode_id,
         agent=agent.get("name", "agent"),
         trainable=agent.get("trainable", True),
-        trajectory=[_branch(*branch) for branch in _trace_record.branches(trace)],
+        trajectory=[_branch(*branch) for branch in _trace.branches(trace)],
         tool_defs=trace.get("tools") or None,
-        reward=_trace_record.reward(trace),
+        reward=_trace.reward(trace),
         timing=trace.get("timing"),
         is_completed=trace.get("is_completed", False),
-        is_truncated=_trace_record.is_truncated(trace),
+        is_truncated=_trace.is_truncated(trace),
         metrics=trace.get("metrics") or {},
-        error=_trace_record.last_error(trace),
+        error=_trace.last_error(trace),
         stop_condition=trace.get("stop_condition"),
-        token_usage=_trace_record.usage(trace),
+        token_usage=_trace.usage(trace),
         info=trace.get("info"),
-        scores=_trace_record.scores(trace),
+        scores=_trace.scores(trace),
     )
 
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from ._evals import ERROR_MESSAGE_LIMIT, EvaluationsAPI, build_create_body
-from ._failures import PlatformTimeoutError, PlatformTransportError, is_ambiguous
+from ._failures import PlatformTimeoutError, PlatformTransportError
 from ._http import (
-    ATTEMPT_LISTENER,
     DEFAULT_TIMEOUT,
     MAX_ATTEMPTS,
     UPLOAD_TIMEOUT,
@@ -29,7 +28,6 @@ from ._urls import (
 )
 
 __all__ = [
-    "ATTEMPT_LISTENER",
     "DEFAULT_TIMEOUT",
     "ERROR_MESSAGE_LIMIT",
     "INTERNAL_API_PATH",
@@ -48,7 +46,6 @@ __all__ = [
     "build_create_body",
     "encode_json",
     "eval_dashboard_url",
-    "is_ambiguous",
     "normalize_traces_url",
     "sample_key",
     "split_api_root",

@@ -32,8 +32,6 @@ from ..errors import (
 )
 
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
-#: Answers from a gateway in front of the service: the service may have acted before it failed.
-GATEWAY_STATUSES = frozenset({502, 503, 504})
 RETRY_AFTER_CAP_SECONDS = 60.0
 BACKOFF_CAP_SECONDS = 30.0
 _MESSAGE_LIMIT = 500
@@ -80,20 +78,6 @@ def transport_failure(exc: httpx.RequestError, what: str) -> APIError:
     if isinstance(exc, httpx.TimeoutException):
         return PlatformTimeoutError(message, ambiguous=ambiguous)
     return PlatformTransportError(message, ambiguous=ambiguous)
-
-
-def is_ambiguous(error: BaseException) -> bool:
-    """Whether the server may have acted although the call failed: a transport failure
-    after the request went out, or a 502/503/504. Any other answer (429, a 4xx, a plain 500) refused the request,
-    and an error raised before sending (an unencodable body) sent nothing. Unknown failures count as ambiguous."""
-    ambiguous = getattr(error, "ambiguous", None)
-    if isinstance(ambiguous, bool):
-        return ambiguous
-    if isinstance(error, (TypeError, ValueError)):
-        return False
-    if isinstance(error, APIError) and error.status_code is not None and not isinstance(error, TransportError):
-        return error.status_code in GATEWAY_STATUSES
-    return True
 
 
 def extract_error(response: httpx.Response) -> tuple[str | None, str]:

@@ -15,14 +15,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
-from contextvars import ContextVar
 from typing import Any
 
 import httpx
 from opentelemetry import context as otel_context
 
-from ..errors import APIError, RetryableAPIError, TransportError
-from ._failures import backoff_seconds, error_for_response, is_ambiguous, transport_failure
+from .._attempts import ATTEMPT_LISTENER
+from .._version import __version__
+from ..errors import APIError, RetryableAPIError, TransportError, is_ambiguous
+from ._failures import backoff_seconds, error_for_response, transport_failure
 from ._transport import transport_for
 from ._urls import ApiRoot, split_api_root, strip_config_url
 
@@ -76,8 +77,6 @@ def decode_response(response: httpx.Response, what: str) -> dict[str, Any]:
 
 
 def user_agent() -> str:
-    from .. import __version__
-
     python = ".".join(str(part) for part in sys.version_info[:3])
     return f"prime-otel/{__version__} python/{python}"
 
@@ -126,11 +125,6 @@ class LazyClient:
     def reset_after_fork(self) -> None:
         self._lock = threading.Lock()
         self._client = None
-
-
-#: Told ``True`` before every attempt and ``False`` after one that certainly reached no server, so a caller can
-#: keep a durable "request in flight" marker exactly as long as a request may be under way.
-ATTEMPT_LISTENER: ContextVar[Callable[[bool], None] | None] = ContextVar("prime_otel_attempt_listener", default=None)
 
 
 class PlatformHTTP:

@@ -17,12 +17,12 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from .._records import compact_json, is_episode, nullify
-from ..client import ATTEMPT_LISTENER, EvaluationsAPI, StoredSamples, is_ambiguous, sample_key
+from .._attempts import ATTEMPT_LISTENER
+from ..client import EvaluationsAPI, StoredSamples, sample_key
 from ..client._readback import SETTLE_SECONDS
-from ..errors import failure_reason, is_permanent, is_record_rejection, is_transient
-from ..processors._spans import RecordSpan, record_of
+from ..errors import failure_reason, is_ambiguous, is_permanent, is_record_rejection, is_transient
 from ..projection import EncodedSample, RecordInput, encode_samples, pack_sample_requests
+from ..records import RecordSpan, compact_json, is_episode, nullify, record_of
 from ._base import RecordExporter, SinkWriteError
 
 _logger = logging.getLogger(__name__)

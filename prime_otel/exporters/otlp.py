@@ -29,11 +29,10 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
 from .. import _conventions as conv
-from .._records import compact_json, is_episode
 from ..client import suppressed_instrumentation
 from ..errors import TransportError
-from ..processors._spans import RecordSpan
 from ..projection import encode_samples
+from ..records import RecordSpan, compact_json, is_episode
 from ._base import RecordExporter, SinkStats
 
 _SCOPE = InstrumentationScope("prime_otel")

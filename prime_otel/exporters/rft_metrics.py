@@ -31,9 +31,9 @@ from opentelemetry.sdk.metrics.export import (
 )
 
 from .._conventions import RUN_STEP
-from .._metric_values import MAX_STEP
 from ..client import TrainingRunsAPI
 from ..errors import is_permanent, is_transient
+from ..records import MAX_STEP
 from ._base import SinkStats, SinkWriteError
 
 _DELTA = AggregationTemporality.DELTA

@@ -16,11 +16,10 @@ from typing import Any, Protocol
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from .._records import is_episode
-from ..client import ObjectStorage, TrainingRunsAPI, is_ambiguous
-from ..errors import failure_reason, is_permanent, is_record_rejection
-from ..processors._spans import record_of
+from ..client import ObjectStorage, TrainingRunsAPI
+from ..errors import failure_reason, is_ambiguous, is_permanent, is_record_rejection
 from ..projection import episodes_to_parquet_bytes, parquet_available, sample_rows_to_parquet_bytes
+from ..records import is_episode, record_of
 from ._base import RecordExporter, SinkWriteError
 
 _logger = logging.getLogger(__name__)

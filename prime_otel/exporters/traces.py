@@ -23,7 +23,7 @@ from prime_traces import Batch, LineFormat, TracesClient, UploadReceipt
 from prime_traces.batching import MAX_LINE_BYTES
 from pydantic import BaseModel
 
-from .._records import why_unencodable
+from .._conventions import EPISODE_SPAN
 from ..client import suppressed_instrumentation, traces_client
 from ..errors import (
     APIError,
@@ -32,7 +32,7 @@ from ..errors import (
     TraceTooLargeError,
     ValidationRejectedError,
 )
-from ..processors._spans import EPISODE_SPAN, RecordSpan
+from ..records import RecordSpan, why_unencodable
 from ._base import RecordExporter, SinkWriteError
 
 _logger = logging.getLogger(__name__)
@@ -45,6 +45,16 @@ _REQUEST_CODES = frozenset(
 )
 
 TracesClientFactory = Callable[[], TracesClient]
+
+
+def upload_context(run_type: str, *, framework: str | None = None, model: str | None = None) -> dict[str, str]:
+    """The context every Prime Traces upload of a run carries: this SDK, the run's type, and, when the run
+    names them, its framework and model."""
+    context = {"source": "prime-otel", "run_type": run_type}
+    for key, value in (("framework", framework), ("model", model)):
+        if value:
+            context[key] = value
+    return context
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import _conventions as conv
-from .._records import clean
 from .._types import RunStatus
+from ..records import clean
 from ._ending import METRIC_ROWS, SPAN_KINDS, Ending, EndMarker, EndTracker
 from ._otlp import Origin, ReceivedSpan, StepRow
 from ._sinks import RunPipeline

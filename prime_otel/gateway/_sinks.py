@@ -18,8 +18,9 @@ from ..exporters._base import Sink, SinkStats, SinkWriteError
 from ..exporters.eval_samples import EvalSamplesExporter
 from ..exporters.rft_metrics import RftMetricsWriter
 from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSampleRowsExporter
-from ..exporters.traces import PrimeTracesExporter
-from ..processors import TRAINING_PAUSE_SECONDS, RecordSpan, SinkSlot, StepMetricsUploader
+from ..exporters.traces import PrimeTracesExporter, upload_context
+from ..processors import TRAINING_PAUSE_SECONDS, SinkSlot, StepMetricsUploader
+from ..records import RecordSpan
 from ._spans import DEFAULT_MAX_QUEUED_BYTES, GatewayRecordProcessor, GatewayRecordSpan
 
 _logger = logging.getLogger(__name__)
@@ -113,7 +114,7 @@ class PipelineFactory:
         traces = PrimeTracesExporter.for_run(
             run_id=run_id,
             run_kind=kind,
-            context={"source": "prime-otel", "run_type": kind},
+            context=upload_context(kind),
             api_key=settings.api_key,
             traces_url=settings.traces_url,
             team_id=settings.team_id,

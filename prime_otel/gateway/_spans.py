@@ -16,9 +16,9 @@ from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 
-from .._records import is_episode
-from ..processors import RecordProcessor, RecordSpan, SinkSlot
+from ..processors import RecordProcessor, SinkSlot
 from ..projection import build_samples
+from ..records import RecordSpan, is_episode
 
 _logger = logging.getLogger(__name__)
 

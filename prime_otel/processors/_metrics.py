@@ -19,9 +19,9 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 
 from .._conventions import RUN_STEP
-from .._records import compact_json
 from .._spool import RunSpool, SpooledRecord
 from ..exporters.rft_metrics import StepRowExporter
+from ..records import compact_json
 from ._slot import SinkSlot
 from ._uploader import Uploader
 

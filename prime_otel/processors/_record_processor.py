@@ -13,11 +13,19 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from .._conventions import EPISODE_ID, RECORD_JSON, RECORD_MAP
-from .._records import UnencodableRecord, why_unencodable
 from .._spool import RunSpool, SpooledRecord
 from ..exporters._base import RecordExporter
+from ..records import (
+    RECORD_SPAN_NAMES,
+    PlainRecordSpan,
+    RecordSpan,
+    UnencodableRecord,
+    child_summary,
+    record_from_attributes,
+    record_kind,
+    why_unencodable,
+)
 from ._slot import SinkSlot
-from ._spans import RECORD_SPAN_NAMES, PlainRecordSpan, RecordSpan, child_summary, record_from_attributes, record_kind
 from ._uploader import DEFAULT_MAX_QUEUE_BATCHES, DEFAULT_PUT_TIMEOUT_SECONDS, Uploader
 
 _logger = logging.getLogger(__name__)

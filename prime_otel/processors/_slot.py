@@ -10,9 +10,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._attempts import ATTEMPT_LISTENER
 from .._spool import RunSpool
-from ..client import ATTEMPT_LISTENER, is_ambiguous
-from ..errors import failure_reason, is_record_rejection, is_transient
+from ..errors import failure_reason, is_ambiguous, is_record_rejection, is_transient
 from ..exporters._base import Sink, SinkWriteError
 
 _logger = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import pytest
 from client_scripts import Script, ok, reply
 from opentelemetry import context as otel_context
 
-from prime_otel.client import PlatformHTTP, is_ambiguous
+from prime_otel.client import PlatformHTTP
 from prime_otel.client import _http as http_module
 from prime_otel.client._failures import retry_after_seconds
 from prime_otel.errors import (
@@ -26,6 +26,7 @@ from prime_otel.errors import (
     TransportError,
     UnauthorizedError,
     ValidationRejectedError,
+    is_ambiguous,
 )
 
 # --- request encoding -------------------------------------------------------------------------

@@ -11,8 +11,8 @@ import pytest
 from client_scripts import ok, reply
 
 from prime_otel._types import EnvironmentRef, RunStatus, TrainingSpec
-from prime_otel.client import TrainingRunsAPI, is_ambiguous
-from prime_otel.errors import APIError, ForbiddenError, RetryableAPIError, TransportError
+from prime_otel.client import TrainingRunsAPI
+from prime_otel.errors import APIError, ForbiddenError, RetryableAPIError, TransportError, is_ambiguous
 
 WIRE = Path(__file__).parent.parent / "fixtures" / "wire"
 PRESIGNED = "https://storage.test/rft/r1/step_10_0001.parquet?X-Amz-Signature=s3cr3t"

@@ -15,10 +15,11 @@ import pytest
 from client_scripts import reply
 from prime_traces.exceptions import TransportError as TracesTransportError
 
-from prime_otel.client import PlatformHTTP, is_ambiguous
+from prime_otel.client import PlatformHTTP
 from prime_otel.errors import (
     TraceTooLargeError,
     failure_reason,
+    is_ambiguous,
     is_permanent,
     is_record_rejection,
     is_transient,

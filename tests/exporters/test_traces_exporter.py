@@ -19,7 +19,7 @@ from prime_traces import LineFormat
 
 from prime_otel.exporters._base import SinkWriteError
 from prime_otel.exporters.traces import PrimeTracesExporter, TracesLimits, refusal
-from prime_otel.processors._spans import spans_for
+from prime_otel.records import RecordSpan
 from prime_otel.testing import LocalPlatform
 from tests._fixtures import episode_from_record, load_records
 
@@ -67,7 +67,7 @@ class Sink:
         self.exporter.on_rejected = lambda count, reason: self.rejected.update({reason: count})
 
     def write(self, records: list[dict[str, Any]]) -> None:
-        self.exporter.write(spans_for(records, Resource.create({}), time.time_ns()))
+        self.exporter.write([RecordSpan(record, Resource.create({}), time.time_ns()) for record in records])
 
     def stored(self, what: str) -> list[str]:
         response = httpx.get(

@@ -24,8 +24,8 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
 from prime_otel import _conventions as conv
-from prime_otel._records import EncodedRecord, to_mapping
 from prime_otel.projection import encode_samples
+from prime_otel.records import EncodedRecord, to_mapping
 from tests._fixtures import episode_from_record, load_records
 
 _SCOPE = InstrumentationScope("tests.gateway")

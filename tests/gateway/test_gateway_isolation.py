@@ -11,7 +11,8 @@ from opentelemetry.sdk.resources import Resource
 
 from prime_otel.exporters._base import SinkStats
 from prime_otel.gateway._spans import GatewayRecordProcessor, ReceivedRecord
-from prime_otel.processors import SinkSlot, record_of
+from prime_otel.processors import SinkSlot
+from prime_otel.records import record_of
 
 
 class KeepingSink:

@@ -1,4 +1,4 @@
-"""verifiers objects are encoded without ``to_record()`` (prime_otel._model_records): what is uploaded must still be
+"""verifiers objects are encoded without ``to_record()`` (prime_otel.records._models): what is uploaded must still be
 exactly ``to_record()``'s record (for the v0 and Parquet rows too), stamped the same way, for every graph
 shape the generator makes (forks, second roots, failed calls without usage, compaction edges, several agents, NaN
 metrics); and any model the encoder does not recognise, or that encodes differently, goes through ``to_record()``."""
@@ -14,9 +14,9 @@ from pydantic import computed_field
 from verifiers.v1.episode import WireEpisode
 from verifiers.v1.trace import WireTrace
 
-from prime_otel import _model_records
-from prime_otel._model_records import ModelRecordEncoder, TokenCounts, encode_record
-from prime_otel._records import EncodedRecord, UnencodableRecord, nullify, stamp_run
+from prime_otel.records import EncodedRecord, UnencodableRecord, nullify, stamp_run
+from prime_otel.records import _models as _model_records
+from prime_otel.records._models import ModelRecordEncoder, TokenCounts, encode_record
 from tests._fixtures import episode_from_record, load_records
 from tests.projection._episode_gen import EpisodeGenerator
 

@@ -15,7 +15,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from prime_otel import projection
-from prime_otel._records import EncodedRecord, compact_json
 from prime_otel.projection import (
     build_samples,
     encode_samples,
@@ -25,6 +24,7 @@ from prime_otel.projection import (
     summary_trace_index,
     trace_to_sample,
 )
+from prime_otel.records import EncodedRecord, compact_json
 from tests._fixtures import TRAIN_RUN_ID, Kind, episode_from_record, load_json, load_records
 from tests.projection._episode_gen import EpisodeGenerator
 

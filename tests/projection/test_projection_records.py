@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from prime_otel._records import EncodedRecord, clean, compact_json, is_episode, nullify, stamp_run, to_mapping
+from prime_otel.records import EncodedRecord, clean, compact_json, is_episode, nullify, stamp_run, to_mapping
 from tests._fixtures import EVAL_RUN_ID, TRAIN_RUN_ID, Kind, load_records, load_stamped
 
 NAN = float("nan")

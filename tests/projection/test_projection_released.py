@@ -17,7 +17,7 @@ from prime_runs.sinks.base import is_episode as released_is_episode
 from prime_runs.sinks.base import stamp_run as released_stamp_run
 
 from prime_otel import metrics, projection
-from prime_otel._records import clean, is_episode, nullify, stamp_run
+from prime_otel.records import clean, is_episode, nullify, stamp_run
 from tests._fixtures import EVAL_RUN_ID, TRAIN_RUN_ID, Kind, episode_from_record, load_records
 
 NAN = float("nan")

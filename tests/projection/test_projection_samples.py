@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from prime_otel import projection
-from prime_otel._records import EncodedRecord, compact_json
 from prime_otel.projection import (
     ENVELOPE_BYTES,
     MAX_SAMPLES_PAYLOAD_BYTES,
@@ -24,6 +23,7 @@ from prime_otel.projection import (
     summary_trace_index,
     trace_to_sample,
 )
+from prime_otel.records import EncodedRecord, compact_json
 from tests._fixtures import episode_from_record, load_json, load_records
 
 V0_KEYS = [

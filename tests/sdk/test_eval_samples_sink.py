@@ -8,6 +8,7 @@ holding a row marked bad); the HTTP client and the sink are the real ones.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import httpx
@@ -17,7 +18,7 @@ from opentelemetry.sdk.resources import Resource
 from prime_otel.client import EvaluationsAPI, PlatformHTTP
 from prime_otel.exporters._base import SinkWriteError
 from prime_otel.exporters.eval_samples import EvalSamplesExporter
-from prime_otel.processors._spans import spans_for
+from prime_otel.records import RecordSpan
 from tests.client.client_scripts import Script
 
 
@@ -39,7 +40,7 @@ def _write(script: Script, rows: list[dict[str, Any]]) -> tuple[EvalSamplesExpor
     http = PlatformHTTP(api_key="pit_test_key", base_url="https://api.test", transport=script, sleep=lambda _: None)
     sink = EvalSamplesExporter(EvaluationsAPI(http), "e1")
     try:
-        sink.write(spans_for(rows, Resource.create({})))
+        sink.write([RecordSpan(row, Resource.create({}), time.time_ns()) for row in rows])
     except SinkWriteError as error:
         return sink, error
     return sink, None

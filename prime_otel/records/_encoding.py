@@ -193,7 +193,7 @@ def clean(values: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of a run summary fit for strict JSON: numpy and other numeric scalars become plain numbers,
     non-finite floats are dropped, a key whose value is or becomes an empty mapping is dropped, lists and tuples
     become lists without the dropped items. Only identity and type checks are used: an array-like must never be
-    compared. (Metrics rows have their own, stricter policy: ``_metric_values.metric_row``.)"""
+    compared. (Metrics rows have their own, stricter policy: ``records.metric_row``.)"""
     return _clean_mapping(values)
 
 

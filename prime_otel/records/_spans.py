@@ -3,12 +3,13 @@
 The facade's ``log_episodes`` only enqueues the producer's objects (a span costs ~18 µs to start and end
 through a tracer; a queue put ~2 µs). The uploader thread turns them into ``RecordSpan``s, which carry
 the producer's object so in-process exporters never encode it into attributes and back.
+A record a plain-API producer ended through a tracer is recognised by its span name and attributes and
+becomes a ``PlainRecordSpan``.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,8 +29,8 @@ from .._conventions import (
     RUN_STEP,
     TRACE_SPAN,
 )
-from .._model_records import encode_record
-from .._records import EncodedRecord, is_episode
+from ._encoding import EncodedRecord, is_episode
+from ._models import encode_record
 
 RECORD_SPAN_NAMES = frozenset({EPISODE_SPAN, TRACE_SPAN})
 
@@ -155,8 +156,3 @@ class PlainRecordSpan(RecordSpan):
 def record_of(span: ReadableSpan) -> Any:
     """The producer's record behind a span: the object for ``RecordSpan``s, else None."""
     return span.record if isinstance(span, RecordSpan) else None
-
-
-def spans_for(records: list[Any], resource: Resource, logged_at_ns: int | None = None) -> list[RecordSpan]:
-    at = time.time_ns() if logged_at_ns is None else logged_at_ns
-    return [RecordSpan(record, resource, at) for record in records]

@@ -4,7 +4,7 @@
 computed token counts rebuild each trace's branches (pydantic models) about six times per episode. Here each
 model is dumped by pydantic-core straight to JSON bytes with its computed fields left out, the token counts are
 worked out once per trace by :class:`TokenCounts`, and the pieces are joined the way
-:class:`~prime_otel._records.EncodedRecord` joins them.
+:class:`~prime_otel.records.EncodedRecord` joins them.
 
 The bytes parse to exactly what ``to_record()`` returns with NaN/±inf as null (the form every sink uploads);
 only number spelling can differ (pydantic writes ``4e-05`` as ``0.00004``, the same number). A model class is
@@ -25,7 +25,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel
 
-from ._records import (
+from ._encoding import (
     RUN_KEY,
     TRACES_KEY,
     EncodedMember,
@@ -240,7 +240,7 @@ def through_to_record(record: Any) -> EncodedRecord:
 
 def encode_record(record: Any) -> EncodedRecord:
     """A producer's record (a mapping, a verifiers object or anything with ``to_record()``) encoded once;
-    :class:`~prime_otel._records.UnencodableRecord` (with a short reason) when it cannot be."""
+    :class:`~prime_otel.records.UnencodableRecord` (with a short reason) when it cannot be."""
     if isinstance(record, Mapping):
         return EncodedRecord(record)
     return _MODEL_RECORDS.encode(record) or through_to_record(record)

@@ -1,0 +1,56 @@
+"""What a record is and how it is encoded: the ground floor every sink, processor and facade stands on.
+
+Recognising episodes and traces, their JSON encoding (pydantic's serializer for verifiers models, one
+encoding shared by every sink), the two non-finite policies (null in records, dropped in metrics and
+summaries), the value policy of a metrics row, and the finished ``episode``/``trace`` spans that carry a
+producer's record to the exporters.
+"""
+
+from __future__ import annotations
+
+from ._encoding import (
+    EncodedRecord,
+    UnencodableRecord,
+    clean,
+    compact_json,
+    is_episode,
+    loggable,
+    nullify,
+    stamp_run,
+    to_mapping,
+    why_unencodable,
+)
+from ._metric_values import MAX_STEP, metric_row
+from ._models import encode_record
+from ._spans import (
+    RECORD_SPAN_NAMES,
+    PlainRecordSpan,
+    RecordSpan,
+    child_summary,
+    record_from_attributes,
+    record_kind,
+    record_of,
+)
+
+__all__ = [
+    "MAX_STEP",
+    "RECORD_SPAN_NAMES",
+    "EncodedRecord",
+    "PlainRecordSpan",
+    "RecordSpan",
+    "UnencodableRecord",
+    "child_summary",
+    "clean",
+    "compact_json",
+    "encode_record",
+    "is_episode",
+    "loggable",
+    "metric_row",
+    "nullify",
+    "record_from_attributes",
+    "record_kind",
+    "record_of",
+    "stamp_run",
+    "to_mapping",
+    "why_unencodable",
+]
