@@ -13,10 +13,10 @@ import random as _random
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from opentelemetry import context as otel_context
@@ -128,9 +128,28 @@ class LazyClient:
         self._client = None
 
 
-#: Told ``True`` before every attempt and ``False`` after one that certainly reached no server, so a caller can
-#: keep a durable "request in flight" marker exactly as long as a request may be under way.
+#: Told ``True`` before every attempt and ``False`` after a call's attempts certainly reached no server, so a
+#: caller can keep a durable "request in flight" marker exactly as long as a request may be under way.
 ATTEMPT_LISTENER: ContextVar[Callable[[bool], None] | None] = ContextVar("prime_otel_attempt_listener", default=None)
+
+
+class RequestProgress(Protocol):
+    """Told by a sink that sends one batch in several requests what each request carries and what became of it,
+    so the caller's in-flight marker names only the records (positions in the batch) a request under way may
+    apply, and records a request stored are settled before the next request goes out."""
+
+    def carrying(self, positions: Iterable[int]) -> None:
+        """The next attempts may store these records (they stay in flight until delivered or released)."""
+
+    def delivered(self, positions: Iterable[int]) -> None:
+        """These records are stored for good."""
+
+    def released(self, positions: Iterable[int]) -> None:
+        """These records are certainly not stored (a crash now leaves them for a replay)."""
+
+
+#: Set around a sink's write by a caller keeping in-flight markers, for sinks that report their requests.
+REQUEST_PROGRESS: ContextVar[RequestProgress | None] = ContextVar("prime_otel_request_progress", default=None)
 
 
 class PlatformHTTP:
@@ -190,11 +209,13 @@ class PlatformHTTP:
         what = f"{method} {path}"
         attempts = self._max_attempts if max_attempts is None else max(1, min(max_attempts, self._max_attempts))
         attempt = 0
+        reached = False  # an earlier attempt may have been acted on
         while True:
             try:
-                return self._attempt(method, url, body, timeout, what)
+                return self._attempt(method, url, body, timeout, what, reached)
             except (RetryableAPIError, TransportError) as error:
                 attempt += 1
+                reached = reached or is_ambiguous(error)
                 if attempt >= attempts or (is_ambiguous(error) and not replayable):
                     raise
                 retry_after = error.retry_after if isinstance(error, RetryableAPIError) else None
@@ -206,7 +227,7 @@ class PlatformHTTP:
                 self._sleep(delay)
 
     def _attempt(
-        self, method: str, url: str, body: bytes | None, timeout: httpx.Timeout | None, what: str
+        self, method: str, url: str, body: bytes | None, timeout: httpx.Timeout | None, what: str, reached: bool
     ) -> dict[str, Any]:
         listener = ATTEMPT_LISTENER.get()
         if listener is None:
@@ -215,7 +236,7 @@ class PlatformHTTP:
         try:
             result = self._send(method, url, body, timeout, what)
         except (RetryableAPIError, TransportError) as error:
-            if not is_ambiguous(error):
+            if not reached and not is_ambiguous(error):
                 listener(False)
             raise
         return result
