@@ -3,7 +3,8 @@
 Starts one local platform, runs the eval and training workloads through both SDKs (each run in a fresh
 process, alternating order over rounds, medians reported), the Parquet and projection encoders in-process,
 the spool workload against a slow platform, prints one combined table and writes
-``benchmarks/results/latest.json`` and ``latest.md`` (``latest-<parts>.*`` with ``--only``).
+``benchmarks/results/latest.json`` and ``latest.md`` (``latest-<parts>.*`` with ``--only``). The training
+memory soak (``memory``) runs only when asked for with ``--only``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 
 from benchmarks._eval import SCENARIOS, Scenario, eval_sections, run_eval
 from benchmarks._harness import Harness
+from benchmarks._memory import MemorySettings, memory_section, run_memory
 from benchmarks._parquet import parquet_section, run_parquet
 from benchmarks._projection import projection_section, run_projection
 from benchmarks._report import Section, render_markdown, render_text
@@ -35,7 +37,8 @@ from prime_otel.testing import start_local_platform
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PROFILE_LINES = 30
-PARTS = ("eval", "train", "parquet", "projection", "spool")
+PARTS = ("eval", "train", "parquet", "projection", "spool", "memory")
+OPTIONAL_PARTS = frozenset({"memory"})  # only with --only
 SPOOL_EPISODES = 100_000
 
 
@@ -67,6 +70,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--spool-delay", type=float, default=1.0, help="spool: seconds every POST is delayed")
     parser.add_argument("--spool-finish-timeout", type=float, default=10.0, help="spool: finish(timeout=)")
+    parser.add_argument("--memory-steps", type=int, default=4000, help="memory: training steps (default 4000)")
+    parser.add_argument("--memory-per-step", type=int, default=8, help="memory: episodes per step (default 8)")
+    parser.add_argument("--memory-window", type=int, default=500, help="memory: steps per RSS sample (default 500)")
+    parser.add_argument(
+        "--memory-pause-ms", type=float, default=0.0, help="memory: the trainer's own work per step (default 0)"
+    )
+    parser.add_argument("--memory-rounds", type=int, default=1, help="memory: alternating rounds (default 1)")
     parser.add_argument(
         "--profile", action="store_true", help="also run one cProfiled child of ours per eval scenario (not measured)"
     )
@@ -81,7 +91,7 @@ def selected_parts(args: argparse.Namespace) -> list[str]:
         if unknown:
             raise SystemExit(f"--only: unknown parts {unknown}; choose from {', '.join(PARTS)}")
         return [part for part in PARTS if part in chosen]
-    skipped = {"train", "parquet"} if args.skip_train else set()
+    skipped = set(OPTIONAL_PARTS) | ({"train", "parquet"} if args.skip_train else set())
     skipped |= {"spool"} if args.skip_spool else set()
     skipped |= {"projection"} if args.projection_repeat <= 0 else set()
     return [part for part in PARTS if part not in skipped]
@@ -140,7 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, Any] = {"environment": environment(), "settings": {k: str(v) for k, v in vars(args).items()}}
     sections: list[Section] = []
     with tempfile.TemporaryDirectory(prefix="prime-bench-") as scratch:
-        if {"eval", "train", "spool"} & set(parts):
+        if {"eval", "train", "spool", "memory"} & set(parts):
             print(f"starting the local platform in {scratch} ...", flush=True)
             with start_local_platform(
                 Path(scratch) / "platform", samples_rate_limit=100000, metrics_rate_limit=100000
@@ -166,6 +176,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
                     results["spool"] = run_spool(harness, Path(scratch), settings)
                     sections += spool_sections(results["spool"])
+                if "memory" in parts:
+                    soak = MemorySettings(
+                        args.memory_steps,
+                        args.memory_per_step,
+                        args.memory_window,
+                        args.memory_pause_ms / 1000,
+                        args.memory_rounds,
+                    )
+                    results["memory"] = run_memory(harness, Path(scratch), soak)
+                    sections.append(memory_section(results["memory"]))
     if "parquet" in parts:
         print("Parquet encoding ...", flush=True)
         results["parquet"] = run_parquet(train_steps(args.steps, args.per_step), args.parquet_rounds)

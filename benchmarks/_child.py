@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._stats import latency_summary
-from benchmarks._workload import eval_episodes, json_episode, train_steps
+from benchmarks._workload import eval_episodes, json_episode, train_batch, train_steps
 
 EVAL_RUN = {"name": "bench-eval", "environments": ["gsm8k"], "model": "Qwen/Qwen3-8B", "framework": "verifiers"}
 TRAIN_MODEL = "Qwen/Qwen3-4B"
@@ -40,8 +40,9 @@ class ChildSpec:
     per_step: int = 16
     sinks: str | None = None  # ours only
     profile: str | None = None  # a cProfile output path for the measured span
-    window: int = 10_000  # spool: calls per progress sample
+    window: int = 10_000  # spool: calls per progress sample; memory: steps per sample
     finish_timeout: float | None = None  # spool: finish(timeout=)
+    pause_s: float = 0.0  # memory: the trainer's own work per step (a sleep)
 
     @classmethod
     def parse(cls, text: str) -> ChildSpec:
@@ -121,6 +122,9 @@ class Measured:
 
     def elapsed_cpu(self) -> float:
         return cpu_seconds() - self._cpu
+
+    def elapsed_wall(self) -> float:
+        return time.perf_counter() - self._wall
 
     def stop(self) -> dict[str, float]:
         measured = {"cpu_s": cpu_seconds() - self._cpu, "wall_s": time.perf_counter() - self._wall}
@@ -302,6 +306,87 @@ def run_spool(spec: ChildSpec) -> dict[str, Any]:
     }
 
 
+def arrow_pool() -> dict[str, Any]:
+    """Arrow's default memory pool: its backend, the bytes it holds now and its peak (zeros before pyarrow is
+    imported)."""
+    pyarrow = sys.modules.get("pyarrow")
+    if pyarrow is None:
+        return {"arrow_pool": None, "arrow_bytes": 0, "arrow_peak_bytes": 0}
+    pool = pyarrow.default_memory_pool()
+    return {
+        "arrow_pool": pool.backend_name,
+        "arrow_bytes": pool.bytes_allocated(),
+        "arrow_peak_bytes": pool.max_memory(),
+    }
+
+
+def uploader_backlog(run: Any) -> dict[str, int]:
+    """Ours: what the uploaders hold (records accepted, not yet delivered; their estimated bytes)."""
+    parts = getattr(run, "_parts", None)
+    uploaders = [u for u in (getattr(parts, "processor", None), getattr(parts, "metrics", None)) if u is not None]
+    return {
+        "spilled_records": sum(u.spilled_records for u in uploaders),
+        "queued_records": sum(u.queued_records for u in uploaders),
+        "held_bytes": sum(u.held_bytes for u in uploaders),
+    }
+
+
+def run_memory(spec: ChildSpec) -> dict[str, Any]:
+    """A training loop: every step makes ``per_step`` fresh episodes (as a trainer does), logs them and one
+    metrics row, then sleeps ``pause_s``; every ``window`` steps (and at the last) it samples RSS, peak RSS,
+    Arrow's pool and (ours) the uploaders' backlog. Fresh objects per step: a backlog keeps them alive."""
+    init = sdk_init(spec)
+    train_batch(0, spec.per_step)  # imports and the seed records, before the span
+    settle()
+    rss_before = rss_kib()
+    span = Measured(spec.profile)
+    span.start()
+    run = init(kind="train", model=TRAIN_MODEL, team_id=TEAM_ID, training=training_spec(spec))
+    samples = []
+    episode_latencies, metric_latencies = array("q"), array("q")
+    for step in range(1, spec.steps + 1):
+        batch = train_batch(step, spec.per_step)
+        began = time.perf_counter_ns()
+        run.log_episodes(batch)
+        episode_latencies.append(time.perf_counter_ns() - began)
+        row = metrics_row(step)
+        began = time.perf_counter_ns()
+        run.log_metrics(row, step=step)
+        metric_latencies.append(time.perf_counter_ns() - began)
+        del batch
+        if spec.pause_s:
+            time.sleep(spec.pause_s)
+        if step % spec.window == 0 or step == spec.steps:
+            samples.append(
+                {
+                    "step": step,
+                    "elapsed_s": span.elapsed_wall(),
+                    "rss_kib": rss_kib(),
+                    "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                    **arrow_pool(),
+                    **uploader_backlog(run),
+                }
+            )
+    result = _finish_measured(run, span, 0.0, 0.0)
+    result.update(
+        {
+            "spool_bytes_at_end": spool_bytes(Path(os.environ["PRIME_RUNS_DIR"]) / run.id),
+            "peak_rss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+            "rss_before_init_kib": rss_before,
+            "arrow_after_finish": arrow_pool(),
+            "logged": spec.steps * spec.per_step,
+            "steps": spec.steps,
+            "windows": samples,
+            "log_episodes_ns": latency_summary(episode_latencies),
+            "log_metrics_ns": latency_summary(metric_latencies),
+            "logging_s": (sum(episode_latencies) + sum(metric_latencies)) / 1e9,
+            "dropped_records": run.dropped_records,
+            "failed_records": dict(getattr(run, "failed_records", {})),
+        }
+    )
+    return result
+
+
 def settle() -> None:
     """Move the prebuilt workload out of the collector's generations: scanning it is part of building it."""
     gc.collect()
@@ -312,6 +397,7 @@ WORKLOADS: Mapping[str, Callable[[ChildSpec], dict[str, Any]]] = {
     "eval": run_eval,
     "train": run_train,
     "spool": run_spool,
+    "memory": run_memory,
 }
 
 

@@ -63,11 +63,14 @@ class Harness:
         result: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
         result["requests"] = self._requests_since(first_seq)
         snapshot = self._platform.inspect.run(result["run_id"])
+        objects = snapshot.get("objects") or []
         result["stored"] = {
             "episodes": snapshot.get("num_episodes", 0),
             "traces": snapshot.get("num_traces", 0),
             "samples": snapshot.get("num_samples", 0),
             "metric_rows": len(snapshot.get("metric_rows") or []),
+            "sample_objects": len(objects),
+            "sample_rows": sum(int(o.get("rows", 0)) for o in objects),
             "status": snapshot.get("status"),
         }
         return result

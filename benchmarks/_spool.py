@@ -19,6 +19,7 @@ from typing import Any
 
 from benchmarks._harness import Harness
 from benchmarks._report import Section, Table
+from benchmarks._stats import slope
 
 MIB = 1024 * 1024
 #: The child's timeout per call: about 14 ms measured on 2 cores, with a wide margin.
@@ -149,8 +150,8 @@ def _verdicts(run: dict[str, Any]) -> list[str]:
     if len(windows) < 3 or len(halves) < 2:
         return [f"Peak RSS {peak:.1f} MiB ({before:.1f} MiB before init); too few calls for a trend."]
     middle, last = windows[len(windows) // 2 - 1], windows[-1]
-    slope = _slope([(w["calls"], w["rss_kib"]) for w in windows[len(windows) // 2 - 1 :]]) * 1000
-    bounded = slope <= RSS_SLOPE_KIB_PER_1000
+    growth = slope([(w["calls"], w["rss_kib"]) for w in windows[len(windows) // 2 - 1 :]]) * 1000
+    bounded = growth <= RSS_SLOPE_KIB_PER_1000
     early, late = halves
     keys = (("median_us", "median", 1), ("p99_us", "p99", 0), ("mean_us", "mean", 0))
     grows = any(late[key] > LATENCY_GROWTH * early[key] for key, _, _ in keys)
@@ -158,20 +159,12 @@ def _verdicts(run: dict[str, Any]) -> list[str]:
     return [
         f"Peak RSS {peak:.1f} MiB ({before:.1f} MiB before init); RSS after {middle['calls']:,} calls "
         f"{middle['rss_kib'] / 1024:.1f} MiB, after {last['calls']:,} {last['rss_kib'] / 1024:.1f} MiB; over the "
-        f"second half {slope:+,.0f} KiB per 1,000 calls (least squares): bounded {'met' if bounded else 'MISSED'} "
+        f"second half {growth:+,.0f} KiB per 1,000 calls (least squares): bounded {'met' if bounded else 'MISSED'} "
         f"(criterion: at most {RSS_SLOPE_KIB_PER_1000:.0f} KiB per 1,000 calls).",
         f"log_episodes([r]) latency, first half of the calls -> second half: {trend}; calls >= 10 ms "
         f"{early['slow_calls']:,} -> {late['slow_calls']:,}: does not grow {'MISSED' if grows else 'met'} "
         f"(criterion: none more than {LATENCY_GROWTH:g}x).",
     ]
-
-
-def _slope(points: Sequence[tuple[float, float]]) -> float:
-    """Least-squares slope of y over x."""
-    mean_x = sum(x for x, _ in points) / len(points)
-    mean_y = sum(y for _, y in points) / len(points)
-    spread = sum((x - mean_x) ** 2 for x, _ in points)
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread if spread else 0.0
 
 
 def _losses(run: dict[str, Any]) -> list[str]:

@@ -28,3 +28,11 @@ def latency_summary(nanoseconds: Sequence[int]) -> dict[str, float]:
 
 def median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
+
+
+def slope(points: Sequence[tuple[float, float]]) -> float:
+    """Least-squares slope of y over x."""
+    mean_x = sum(x for x, _ in points) / len(points)
+    mean_y = sum(y for _, y in points) / len(points)
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread if spread else 0.0

@@ -35,6 +35,16 @@ def train_steps(steps: int, per_step: int) -> list[list[Any]]:
     return batches
 
 
+def train_batch(step: int, per_step: int) -> list[Any]:
+    """One step's ``per_step`` fresh train episodes dispatched at ``step`` (a training loop makes new ones every
+    step, so a long run never holds more than what the SDK keeps)."""
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
+    from _episodes import make_episodes
+
+    return list(make_episodes(per_step, kind="train", seed=step, step=step))
+
+
 def _make_episodes(count: int, kind: str) -> list[Any]:
     if str(EXAMPLES) not in sys.path:
         sys.path.insert(0, str(EXAMPLES))

@@ -162,7 +162,9 @@ class SinkSlot:
             if spool is not None and not replayed:
                 spool.defer(self.name, seqs or [])
             elif spool is None and self.retired:
-                self.add_failed(len(items), "sink retired")
+                # Without seqs a spool refused the batch: that is why these records are lost, not the retirement.
+                refused = self.spool.refusal_reason if self.spool is not None else None
+                self.add_failed(len(items), refused or "sink retired")
             return False
         if spool is None or self.replay_safe:
             return self._send(items, seqs, replayed, None)

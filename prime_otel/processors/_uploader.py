@@ -5,6 +5,12 @@ shutdown) but owns its queue, because the run contract needs what the SDK's batc
 a full queue blocks the producer briefly and then drops the *newest* batch and counts it (the SDK silently
 evicts the oldest), flushes honour their deadline, and export results are acted on (strikes, retirement)
 per sink.
+
+The queue is bounded in bytes (``max_queue_bytes``) as well as in batches: a training loop that outruns the
+platform would otherwise keep 256 of its step batches alive, whatever their size. The producer's records are
+not encoded on its thread, so a batch's bytes are estimated: its record count times the mean JSON size the
+uploader measured for records of that kind when it encoded them. Until a kind has been measured only the
+batch bound applies to it.
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ from ._slot import SinkSlot
 _logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_QUEUE_BATCHES = 256
+#: Records waiting for the uploader, estimated as their JSON (the spool's form); the batch in flight holds at most
+#: as much again. A record's Python objects take several times its JSON (a verifiers episode about 6x).
+DEFAULT_MAX_QUEUE_BYTES = 1024 * 1024
 DEFAULT_PUT_TIMEOUT_SECONDS = 5.0
 # With a spool, a request older than this means the platform is slow: producers that find the queue full stop
 # waiting for the uploader and spill. Shorter requests are waited out, which costs less CPU than a spill.
@@ -32,12 +41,34 @@ _ADMIT_SLICE_SECONDS = 0.01
 SPILLED_IN_MEMORY_BYTES = 8 * 1024 * 1024
 _STOP = object()
 _IDLE_REPLAY_SECONDS = 1.0
+# How much each delivery's measured mean moves a kind's estimate of bytes per record.
+_ESTIMATE_WEIGHT = 0.25
 
 
 @dataclass
 class _Batch:
     kind: str
     items: list[Any]
+    estimated_bytes: int
+
+
+class _RecordSizes:
+    """Mean JSON bytes per record of each kind, measured on the uploader thread where records are encoded anyway
+    (a smoothed mean, so a run whose records grow moves its estimate with them)."""
+
+    def __init__(self) -> None:
+        self._per_record: dict[str, float] = {}
+
+    def estimate(self, kind: str, count: int) -> int:
+        """The bytes of ``count`` records of ``kind``; 0 while the kind is unmeasured."""
+        return int(self._per_record.get(kind, 0.0) * count)
+
+    def measure(self, kind: str, encoded: Sequence[bytes]) -> None:
+        if not encoded:
+            return
+        mean = sum(len(data) for data in encoded) / len(encoded)
+        known = self._per_record.get(kind)
+        self._per_record[kind] = mean if known is None else known + _ESTIMATE_WEIGHT * (mean - known)
 
 
 class _Barrier:
@@ -88,6 +119,7 @@ class Uploader:
         slots: Sequence[SinkSlot],
         *,
         max_queue_batches: int = DEFAULT_MAX_QUEUE_BATCHES,
+        max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
         put_timeout: float = DEFAULT_PUT_TIMEOUT_SECONDS,
         thread_name: str = "prime-otel-uploader",
         spool: RunSpool | None = None,
@@ -100,14 +132,21 @@ class Uploader:
         self.shutdown_timeout: float | None = 30.0
         self._undelivered = 0
         self._max_queue_batches = max_queue_batches
+        self._max_queue_bytes = max_queue_bytes
+        self._record_sizes = _RecordSizes()
         self._put_timeout = put_timeout
         self._thread_name = thread_name
         self._init_runtime_state()
         register_for_fork_reset(self)
 
     def _init_runtime_state(self) -> None:
-        self._queue: queue.Queue[object] = queue.Queue(self._max_queue_batches)
+        # Unbounded itself (control items always get in); batches are admitted against ``_room``.
+        self._queue: queue.Queue[object] = queue.Queue()
         self._lock = threading.Lock()
+        self._room = threading.Condition(threading.Lock())
+        self._waiting_batches = 0
+        self._waiting_bytes = 0
+        self._delivering_bytes = 0
         self._thread: threading.Thread | None = None
         self._pending: object | None = None
         # When the uploader thread entered the sink call it is in (mostly waiting on the platform); read by producers.
@@ -121,6 +160,12 @@ class Uploader:
         """Records accepted but not yet delivered to every sink."""
         return self._undelivered
 
+    @property
+    def held_bytes(self) -> int:
+        """Estimated JSON bytes of the records accepted and not yet delivered: at most ``max_queue_bytes`` waiting
+        plus as much in flight (or one larger batch, admitted alone)."""
+        return self._waiting_bytes + self._delivering_bytes
+
     # -- producer side -------------------------------------------------------------------------
 
     def _put(self, kind: str, items: list[Any]) -> bool:
@@ -131,7 +176,7 @@ class Uploader:
         if self._stopping:
             return False
         self._ensure_worker()
-        batch = _Batch(kind, items)
+        batch = _Batch(kind, items, self._record_sizes.estimate(kind, len(items)))
         if not self._admit(batch):
             left = self._spill(kind, items) if self.spool is not None else len(items)
             if not left:
@@ -155,27 +200,45 @@ class Uploader:
         ``put_timeout``. With one it waits while the uploader is encoding (it takes the whole queue as soon as
         it is done) and while its request is younger than ``SLOW_REQUEST_SECONDS``; after that the batch goes
         to disk at once, so a slow platform holds the producer back for half a second at most."""
-        if self.spool is None:
-            try:
-                self._queue.put(batch, timeout=self._put_timeout)
-            except queue.Full:
-                return False
-            return True
         give_up = time.monotonic() + self._put_timeout
-        while True:
-            try:
-                self._queue.put_nowait(batch)
-                return True
-            except queue.Full:
+        with self._room:
+            while not self._fits(batch):
                 now = time.monotonic()
-                since = self._sending_since
-                if (since is not None and now - since >= SLOW_REQUEST_SECONDS) or now >= give_up:
+                if now >= give_up:
                     return False
-            try:
-                self._queue.put(batch, timeout=_ADMIT_SLICE_SECONDS)
-                return True
-            except queue.Full:
-                continue
+                if self.spool is None:
+                    self._room.wait(give_up - now)
+                    continue
+                since = self._sending_since
+                if since is not None and now - since >= SLOW_REQUEST_SECONDS:
+                    return False
+                self._room.wait(_ADMIT_SLICE_SECONDS)
+            self._waiting_batches += 1
+            self._waiting_bytes += batch.estimated_bytes
+        self._queue.put(batch)
+        return True
+
+    def _fits(self, batch: _Batch) -> bool:
+        """Room for ``batch``: within both bounds, or the queue is empty (a batch larger than the byte bound
+        is taken alone)."""
+        if self._waiting_batches == 0:
+            return True
+        return (
+            self._waiting_batches < self._max_queue_batches
+            and self._waiting_bytes + batch.estimated_bytes <= self._max_queue_bytes
+        )
+
+    def _take(self, batch: _Batch, *, delivering: bool = True) -> list[Any]:
+        """On the uploader thread: the batch's records, out of the queue (in flight unless ``delivering`` is
+        False); its room goes back to the producers."""
+        items, batch.items = batch.items, []
+        with self._room:
+            self._waiting_batches -= 1
+            self._waiting_bytes -= batch.estimated_bytes
+            if delivering:
+                self._delivering_bytes += batch.estimated_bytes
+            self._room.notify_all()
+        return items
 
     def _ensure_worker(self) -> None:
         if self._thread is not None:
@@ -216,6 +279,7 @@ class Uploader:
         if not prepared:
             return 0
         encoded = self._encode_for_spool(prepared)
+        self._record_sizes.measure(kind, encoded)
         seqs = self.spool.append(self._spool_kinds(kind, prepared), encoded)
         if seqs is None:
             return len(prepared)
@@ -227,9 +291,11 @@ class Uploader:
         return 0
 
     def _log(self, kind: str, items: list[Any]) -> list[int] | None:
-        if self.spool is None:
-            return None
-        return self.spool.append(self._spool_kinds(kind, items), self._encode_for_spool(items))
+        """Append the prepared items to the spool (their seqs; None without one), measuring their size on the way.
+        Without a spool one record per delivery is encoded to keep the estimate (exporters reuse the encoding)."""
+        encoded = self._encode_for_spool(items if self.spool is not None else items[:1])
+        self._record_sizes.measure(kind, encoded)
+        return self.spool.append(self._spool_kinds(kind, items), encoded) if self.spool is not None else None
 
     def _replay_pending(self, *, force: bool = False, deadline: float | None = None) -> None:
         """Send spooled records to the sinks that can take them again, while no new records wait (with
@@ -283,25 +349,37 @@ class Uploader:
                 item.done.set()
                 continue
             assert isinstance(item, _Batch)
-            items = list(item.items)
-            self._coalesce_into(item.kind, items)
-            try:
-                self._deliver(items)
-                self._replay_pending()
-            except Exception:
-                _logger.exception("delivering %d records failed unexpectedly; the uploader continues", len(items))
-            with self._lock:
-                self._undelivered -= len(items)
+            self._deliver_batch(item)
+
+    def _deliver_batch(self, first: _Batch) -> None:
+        """One delivery: ``first`` and what queued behind it. Its records are released when this returns, so an
+        idle uploader keeps nothing of the last delivery alive."""
+        items = list(self._take(first))
+        self._coalesce_into(first.kind, items)
+        try:
+            self._deliver(items)
+            self._replay_pending()
+        except Exception:
+            _logger.exception("delivering %d records failed unexpectedly; the uploader continues", len(items))
+        with self._room:
+            self._delivering_bytes = 0
+        with self._lock:
+            self._undelivered -= len(items)
 
     def _coalesce_into(self, kind: str, items: list[Any]) -> None:
-        """Drain what queued during the last request into one delivery, stopping at control items and kind changes."""
+        """Drain what queued during the last request into one delivery (at most ``max_queue_bytes``), stopping at
+        control items and kind changes."""
         while True:
             try:
                 following = self._queue.get_nowait()
             except queue.Empty:
                 return
-            if isinstance(following, _Batch) and following.kind == kind:
-                items.extend(following.items)
+            if (
+                isinstance(following, _Batch)
+                and following.kind == kind
+                and self._delivering_bytes + following.estimated_bytes <= self._max_queue_bytes
+            ):
+                items.extend(self._take(following))
                 continue
             self._pending = following
             return
@@ -340,10 +418,7 @@ class Uploader:
             self._flush_sinks()
             return True
         barrier = _Barrier(drain_spool, deadline)
-        try:
-            self._queue.put(barrier, timeout=remaining(deadline))
-        except queue.Full:
-            return False
+        self._queue.put(barrier)
         return barrier.done.wait(remaining(deadline))
 
     def close(self, timeout: float | None = 30.0) -> bool:
@@ -355,10 +430,7 @@ class Uploader:
         deadline = None if timeout is None else time.monotonic() + timeout
         thread = self._thread
         if thread is not None and thread.is_alive():
-            try:
-                self._queue.put(_STOP, timeout=remaining(deadline))
-            except queue.Full:
-                _logger.warning("the uploader queue stayed saturated; could not ask the uploader to stop")
+            self._queue.put(_STOP)
             thread.join(remaining(deadline))
             if thread.is_alive():
                 self._abandon_undelivered()
@@ -397,7 +469,8 @@ class Uploader:
             except queue.Empty:
                 break
             if isinstance(item, _Batch):
-                left = self._spill(item.kind, item.items)
+                items = self._take(item, delivering=False)
+                left = self._spill(item.kind, items)
                 if left:
                     with self._lock:
                         self.dropped_records += left

@@ -127,8 +127,9 @@ def test_a_rate_limit_is_waited_out_and_nothing_is_lost(platform_env: LocalPlatf
 
 
 def test_three_transient_failures_pause_the_samples_sink_and_the_rows_stay_spooled(platform_env: LocalPlatform) -> None:
-    """Every answer is a 503: the rows are read back, proven not stored, and kept in the spool (not counted
-    lost, and not possibly missing); the sink pauses after three failures in a row."""
+    """Every answer is a 503: the rows are read back, proven not stored, and kept in the spool (not possibly
+    missing); the sink pauses after three failures in a row. Rows left in the spool at finish are not on the
+    platform, so the prime-runs loss counter counts them."""
     platform_env.inspect.add_fault(
         method="POST", path="/api/v1/evaluations/*/samples", action="fail_before", status=503, times=None
     )
@@ -141,7 +142,7 @@ def test_three_transient_failures_pause_the_samples_sink_and_the_rows_stay_spool
     assert report is not None
     samples = next(sink for sink in report.sinks if sink.sink == "eval_samples")
     assert (samples.delivered, samples.possibly_missing, samples.pending) == (0, 0, 3)
-    assert run.failed_records == {} and not report.complete
+    assert run.failed_records == {"eval_samples": 3} and not report.complete
     assert any("eval_samples" in error for error in run.errors)
     assert platform_env.inspect.run(run.id)["num_episodes"] == 3
 
