@@ -509,12 +509,13 @@ class Run:
                 SinkReport(
                     sink="offline",
                     delivered=offline.records_written,
-                    failed=0,
+                    failed=offline.failed,
                     dropped=0,
                     skipped=0,
                     requests=0,
                     bytes=offline.bytes_written,
                     state=str(offline.folder),
+                    failure_reasons=offline.failure_reasons,
                 )
             )
         folder = self._parts.run_folder or (offline.folder if offline is not None else None)

@@ -105,25 +105,49 @@ class SeqSet:
                 bits[byte] &= ~mask & 0xFF
                 self._count -= 1
 
+    def ranges(self) -> list[list[int]]:
+        """The members as ``[start, stop)`` ranges; a run of full bytes costs one step, not eight a member."""
+        out: list[list[int]] = []
+        if not self._count:
+            return out
+        bits = self._bits
+        for found in _FULL_BYTES_OR_ONE.finditer(bits, self._low >> 3):
+            start, value = found.start() * 8, bits[found.start()]
+            if value == 0xFF:
+                runs = [(start, found.end() * 8)]
+            else:
+                runs = [(start + bit, start + bit + 1) for bit in range(8) if value >> bit & 1]
+            for first, stop in runs:
+                if out and out[-1][1] == first:
+                    out[-1][1] = stop
+                else:
+                    out.append([first, stop])
+        return out
+
     def smallest(self, count: int) -> list[int]:
         found = list(islice(self, count))
-        self._low = found[0] if found else len(self._bits) * 8
+        if count > 0:
+            self._low = found[0] if found else len(self._bits) * 8
         return found
 
 
 _NONZERO_BYTE = re.compile(rb"[^\x00]")
+_FULL_BYTES_OR_ONE = re.compile(rb"\xff+|[^\x00\xff]")
 
 
 @dataclass
 class SinkLedger:
     """One sink's view of the log: ``pending`` seqs await a replay, ``missing`` may or may not have been
-    applied (never replayed), ``inflight`` was being sent by a non-idempotent request when last written.
-    ``failed`` counts records the platform rejected for good (settled, never replayed)."""
+    applied (never replayed), ``inflight`` was being sent by a non-idempotent request when last written, and
+    ``sending`` holds the records of the batch being written that have no outcome yet (after a crash, those not
+    in flight are pending). ``failed`` counts records the platform rejected for good (settled, never replayed)."""
 
     pending: SeqSet = field(default_factory=SeqSet)
     missing: SeqSet = field(default_factory=SeqSet)
     inflight: list[int] = field(default_factory=list)
-    #: Every seq below this was dispatched to the sink and has an outcome (delivered, pending or missing).
+    sending: set[int] = field(default_factory=set)
+    #: Every seq below this was dispatched to the sink and has an outcome (delivered, pending or missing) or is in
+    #: ``sending``.
     through: int = 0
     delivered: int = 0
     spooled: int = 0
@@ -135,6 +159,7 @@ class SinkLedger:
             "pending": _ranges(self.pending),
             "missing": _ranges(self.missing),
             "inflight": _ranges(self.inflight),
+            "sending": _ranges(self.sending),
             "through": self.through,
             "delivered": self.delivered,
             "spooled": self.spooled,
@@ -148,6 +173,7 @@ class SinkLedger:
             pending=SeqSet(_expand(data.get("pending", []))),
             missing=SeqSet(_expand(data.get("missing", []))),
             inflight=_expand(data.get("inflight", [])),
+            sending=set(_expand(data.get("sending", []))),
             through=int(data.get("through", 0)),
             delivered=int(data.get("delivered", 0)),
             spooled=int(data.get("spooled", 0)),
@@ -158,6 +184,8 @@ class SinkLedger:
 
 def _ranges(seqs: Iterable[int]) -> list[list[int]]:
     """Sorted seqs as ``[start, stop)`` ranges, so a long outage costs a few numbers in the ledger."""
+    if isinstance(seqs, SeqSet):
+        return seqs.ranges()
     out: list[list[int]] = []
     for seq in sorted(seqs):
         if out and out[-1][1] == seq:
@@ -490,11 +518,33 @@ class RunSpool:
             self._outcome(ledger, seqs, True)
         self.save_soon()
 
-    def mark_inflight(self, name: str, seqs: Sequence[int]) -> None:
-        """Written before a non-idempotent request, so a crash mid-request means 'possibly missing', not a replay."""
+    def begin_write(self, name: str, seqs: Sequence[int]) -> None:
+        """A batch goes to the non-idempotent sink ``name``: until each record has an outcome, a crash leaves
+        it for a replay, unless it is in flight (see :meth:`mark_inflight`)."""
         ledger = self.sink(name)
         with self._lock:
-            ledger.inflight = list(seqs)
+            ledger.sending = set(seqs)
+            if seqs:
+                ledger.through = max(ledger.through, max(seqs) + 1)
+
+    def end_write(self, name: str) -> None:
+        """The batch's write is over: every record has its outcome."""
+        ledger = self.sink(name)
+        with self._lock:
+            ledger.sending = set()
+            marked, ledger.inflight = ledger.inflight, []
+        if marked:
+            self.save()
+
+    def mark_inflight(self, name: str, seqs: Sequence[int]) -> None:
+        """Written before a non-idempotent request, so a crash mid-request means 'possibly missing', not a replay.
+        The ledger is written only when the marker changes: the one on disk is the same otherwise."""
+        ledger = self.sink(name)
+        marked = sorted(seqs)
+        with self._lock:
+            if ledger.inflight == marked:
+                return
+            ledger.inflight = marked
         self.save()
 
     def oldest_pending(self, name: str, count: int) -> list[int]:
@@ -503,7 +553,8 @@ class RunSpool:
             return ledger.pending.smallest(count)
 
     def recover(self, names: Iterable[str]) -> None:
-        """After the producer died: in flight ⇒ possibly missing; logged but never dispatched ⇒ pending."""
+        """After the producer died: in flight ⇒ possibly missing; the rest of its batch, and what was logged but
+        never dispatched ⇒ pending."""
         with self._lock:
             for name in names:
                 ledger = self._sinks.setdefault(name, SinkLedger())
@@ -511,7 +562,14 @@ class RunSpool:
                     ledger.missing.update(ledger.inflight)
                     ledger.pending.difference_update(ledger.inflight)
                     ledger.through = max(ledger.through, max(ledger.inflight) + 1)
-                    ledger.inflight = []
+                unattempted = sorted(
+                    seq
+                    for seq in ledger.sending.difference(ledger.inflight)
+                    if seq not in ledger.pending and seq not in ledger.missing
+                )
+                ledger.pending.update(unattempted)
+                ledger.spooled += len(unattempted)
+                ledger.inflight, ledger.sending = [], set()
                 unsent = [
                     seq
                     for seq in range(ledger.through, self._next_seq)
@@ -524,9 +582,10 @@ class RunSpool:
 
     @staticmethod
     def _outcome(ledger: SinkLedger, seqs: Sequence[int], dispatched: bool) -> None:
-        if ledger.inflight:
+        if ledger.inflight or ledger.sending:
             done = set(seqs)
             ledger.inflight = [seq for seq in ledger.inflight if seq not in done]
+            ledger.sending.difference_update(done)
         if dispatched and seqs:
             ledger.through = max(ledger.through, max(seqs) + 1)
 

@@ -184,11 +184,13 @@ class PlatformHTTP:
         what = f"{method} {path}"
         attempts = self._max_attempts if max_attempts is None else max(1, min(max_attempts, self._max_attempts))
         attempt = 0
+        reached = False  # an earlier attempt may have been acted on
         while True:
             try:
-                return self._attempt(method, url, body, timeout, what)
+                return self._attempt(method, url, body, timeout, what, reached)
             except (RetryableAPIError, TransportError) as error:
                 attempt += 1
+                reached = reached or is_ambiguous(error)
                 if attempt >= attempts or (is_ambiguous(error) and not replayable):
                     raise
                 retry_after = error.retry_after if isinstance(error, RetryableAPIError) else None
@@ -200,7 +202,7 @@ class PlatformHTTP:
                 self._sleep(delay)
 
     def _attempt(
-        self, method: str, url: str, body: bytes | None, timeout: httpx.Timeout | None, what: str
+        self, method: str, url: str, body: bytes | None, timeout: httpx.Timeout | None, what: str, reached: bool
     ) -> dict[str, Any]:
         listener = ATTEMPT_LISTENER.get()
         if listener is None:
@@ -209,7 +211,7 @@ class PlatformHTTP:
         try:
             result = self._send(method, url, body, timeout, what)
         except (RetryableAPIError, TransportError) as error:
-            if not is_ambiguous(error):
+            if not reached and not is_ambiguous(error):
                 listener(False)
             raise
         return result

@@ -12,12 +12,12 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from .._attempts import ATTEMPT_LISTENER
+from .._attempts import ATTEMPT_LISTENER, REQUEST_PROGRESS, RequestProgress
 from ..client import EvaluationsAPI, StoredSamples, sample_key
 from ..client._readback import SETTLE_SECONDS
 from ..errors import failure_reason, is_ambiguous, is_permanent, is_record_rejection, is_transient
@@ -36,21 +36,39 @@ _BODY_OPEN, _BODY_CLOSE = b'{"samples":[', b"]}"
 
 
 class _RowOutcomes:
-    """What became of each row of one write: delivered, not applied (kept), possibly applied, or failed."""
+    """What became of each row of one write: delivered, not applied (kept), possibly applied, or failed.
 
-    def __init__(self) -> None:
+    With a ``progress`` listener it is told, request by request, which input records (positions in the batch)
+    a request carries, which records have every row stored, and which have none stored nor possibly stored.
+    """
+
+    def __init__(self, samples: Sequence[EncodedSample], progress: RequestProgress | None = None) -> None:
         self.delivered: set[int] = set()
         self.lost: dict[int, BaseException] = {}
         self.maybe: dict[int, BaseException] = {}
         self.failed: dict[int, str] = {}
         self.errors: list[BaseException] = []
+        self._samples = samples
+        self._progress = progress
+        self._rows_of: dict[int, list[int]] = defaultdict(list)
+        for index, sample in enumerate(samples):
+            self._rows_of[sample.source].append(index)
+
+    def sending(self, indices: Sequence[int]) -> None:
+        if self._progress is not None:
+            self._progress.carrying(self._records(indices))
 
     def deliver(self, indices: Sequence[int] | set[int]) -> None:
         self.delivered.update(indices)
+        if self._progress is not None:
+            stored = [r for r in self._records(indices) if all(i in self.delivered for i in self._rows_of[r])]
+            if stored:
+                self._progress.delivered(stored)
 
     def lose(self, indices: Sequence[int], error: BaseException) -> None:
         self.lost.update(dict.fromkeys(indices, error))
         self.errors.append(error)
+        self._release(indices)
 
     def possibly_applied(self, indices: Sequence[int] | set[int], error: BaseException) -> None:
         self.maybe.update(dict.fromkeys(indices, error))
@@ -59,12 +77,30 @@ class _RowOutcomes:
     def fail(self, indices: Sequence[int], error: BaseException) -> None:
         self.failed.update(dict.fromkeys(indices, failure_reason(error)))
         self.errors.append(error)
+        self._release(indices)
+
+    def _release(self, indices: Sequence[int]) -> None:
+        """Records with no row stored nor possibly stored are off the in-flight marker."""
+        if self._progress is None:
+            return
+        untouched = [
+            r
+            for r in self._records(indices)
+            if not any(i in self.delivered or i in self.maybe for i in self._rows_of[r])
+        ]
+        if untouched:
+            self._progress.released(untouched)
+
+    def _records(self, indices: Iterable[int]) -> list[int]:
+        return sorted({self._samples[i].source for i in indices})
 
 
 class EvalSamplesExporter(RecordExporter):
     """Projects episode spans to v0 rows (rollouts numbered per example across the run) and appends them."""
 
     name = "eval_samples"
+    #: A batch goes out in several POSTs: each names its records through ``REQUEST_PROGRESS``.
+    reports_requests = True
 
     def __init__(
         self,
@@ -124,7 +160,7 @@ class EvalSamplesExporter(RecordExporter):
         return ready
 
     def _send(self, samples: list[EncodedSample]) -> None:
-        rows = _RowOutcomes()
+        rows = _RowOutcomes(samples, REQUEST_PROGRESS.get())
         stop: BaseException | None = None
         for request in pack_sample_requests(samples):
             if stop is None:
@@ -139,6 +175,7 @@ class EvalSamplesExporter(RecordExporter):
         for _ in range(SEND_ATTEMPTS):
             body = b"".join((_BODY_OPEN, b",".join(samples[i].data for i in indices), _BODY_CLOSE))
             self._count(requests=1, sent_bytes=len(body))  # every request sent, whatever became of it
+            rows.sending(indices)
             try:
                 self._api.append_samples(self._evaluation_id, body)
             except Exception as exc:

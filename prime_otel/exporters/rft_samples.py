@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from .._attempts import REQUEST_PROGRESS, RequestProgress
 from ..client import ObjectStorage, TrainingRunsAPI
 from ..errors import failure_reason, is_ambiguous, is_permanent, is_record_rejection
 from ..projection import episodes_to_parquet_bytes, parquet_available, sample_rows_to_parquet_bytes
@@ -50,6 +51,8 @@ class RftSamplesExporter(RecordExporter):
     """Groups training episodes by the step they were dispatched at and uploads every ``step_interval``-th step."""
 
     name = "rft_samples"
+    #: Each step's confirm is one request: it names its records through ``REQUEST_PROGRESS``.
+    reports_requests = True
 
     def __init__(
         self,
@@ -121,15 +124,18 @@ class RftSamplesExporter(RecordExporter):
         failed: dict[int, str] = {}
         reported: BaseException | None = None
         steps = sorted(by_step)
+        progress = REQUEST_PROGRESS.get()
         for index, step in enumerate(steps):
             try:
-                self._upload_step(step, by_step[step])
+                self._upload_step(step, by_step[step], positions[step], progress)
                 continue
             except _ConfirmFailed as failure:
-                ambiguous.extend(positions[step])
+                ambiguous.extend(positions[step])  # stays in flight: it may be registered
                 error = failure.cause
             except Exception as exc:
                 error = exc
+                if progress is not None:
+                    progress.released(positions[step])  # refused or never confirmed: the object is invisible
                 if is_record_rejection(exc):
                     failed.update(dict.fromkeys(positions[step], failure_reason(exc)))
                 else:
@@ -144,7 +150,9 @@ class RftSamplesExporter(RecordExporter):
             count = len(lost) + len(ambiguous) + len(failed)
             raise SinkWriteError(reported, count, lost=lost, ambiguous=ambiguous, failed=failed)
 
-    def _upload_step(self, step: int, episodes: list[Any]) -> None:
+    def _upload_step(
+        self, step: int, episodes: list[Any], positions: list[int], progress: RequestProgress | None
+    ) -> None:
         offset = self._next_range(step) * SAMPLE_ID_RANGE
         payload = self._parquet(episodes, step, offset)
         if payload is None:
@@ -152,12 +160,16 @@ class RftSamplesExporter(RecordExporter):
             return
         url, key = self._api.presign(self._run_id, step)
         self._storage.put(url, payload)
+        if progress is not None:
+            progress.carrying(positions)  # the confirm is what makes the object count
         try:
             self._api.confirm(self._run_id, step, key)
         except Exception as exc:
             if is_ambiguous(exc):
                 raise _ConfirmFailed(exc) from exc
             raise
+        if progress is not None:
+            progress.delivered(positions)
         self.steps_written += 1
         self._count(delivered=len(episodes), requests=3, sent_bytes=len(payload))
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._attempts import ATTEMPT_LISTENER
+from .._attempts import ATTEMPT_LISTENER, REQUEST_PROGRESS
 from .._spool import RunSpool
 from ..errors import failure_reason, is_ambiguous, is_record_rejection, is_transient
 from ..exporters._base import Sink, SinkWriteError
@@ -32,6 +33,64 @@ class _Split:
     lost: list[int]
     ambiguous: list[int]
     failed: dict[int, str]
+
+
+class _WriteInFlight:
+    """The durable in-flight marker of one write to a non-idempotent sink, as a context around it.
+
+    A sink that reports its requests (``by_request``) gets a marker naming only the records a request under way
+    may store, and the records each request stored settled before the next one goes out; what it never attempted
+    stays for a replay after a crash. Any other sink's whole batch is marked for every attempt.
+    """
+
+    def __init__(self, spool: RunSpool, name: str, seqs: list[int], *, replayed: bool, by_request: bool) -> None:
+        self._spool = spool
+        self._name = name
+        self._seqs = seqs
+        self._replayed = replayed
+        self._by_request = by_request
+        self._carried: set[int] = set()
+        #: Positions settled as delivered while the sink wrote.
+        self.settled: set[int] = set()
+        self._tokens: list[Any] = []
+
+    def __enter__(self) -> _WriteInFlight:
+        self._spool.begin_write(self._name, self._seqs)
+        self._tokens = [ATTEMPT_LISTENER.set(self._attempt), REQUEST_PROGRESS.set(self if self._by_request else None)]
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        attempts, progress = self._tokens
+        REQUEST_PROGRESS.reset(progress)
+        ATTEMPT_LISTENER.reset(attempts)
+
+    def end(self) -> None:
+        self._spool.end_write(self._name)
+
+    def _attempt(self, sending: bool) -> None:
+        if not self._by_request:
+            self._spool.mark_inflight(self._name, self._seqs if sending else [])
+        elif sending:
+            self._mark()
+
+    def carrying(self, positions: Iterable[int]) -> None:
+        self._carried.update(positions)
+
+    def delivered(self, positions: Iterable[int]) -> None:
+        fresh = [p for p in positions if p not in self.settled]
+        if not fresh:
+            return
+        self.settled.update(fresh)
+        self._carried.difference_update(fresh)
+        self._spool.settle(self._name, [self._seqs[p] for p in fresh], replayed=self._replayed)
+        self._spool.save()  # a crash after this request must not report it possibly missing
+
+    def released(self, positions: Iterable[int]) -> None:
+        self._carried.difference_update(positions)
+        self._mark()
+
+    def _mark(self) -> None:
+        self._spool.mark_inflight(self._name, [self._seqs[p] for p in self._carried])
 
 
 class SinkSlot:
@@ -81,6 +140,11 @@ class SinkSlot:
         return bool(getattr(self.exporter, "replay_safe", False))
 
     @property
+    def reports_requests(self) -> bool:
+        """Whether the sink says, request by request, which records of a batch each carries (``REQUEST_PROGRESS``)."""
+        return bool(getattr(self.exporter, "reports_requests", False))
+
+    @property
     def pending(self) -> int:
         return len(self.spool.sink(self.name).pending) if self.spool is not None else 0
 
@@ -102,26 +166,33 @@ class SinkSlot:
                 refused = self.spool.refusal_reason if self.spool is not None else None
                 self.add_failed(len(items), refused or "sink retired")
             return False
-        token = None
-        if spool is not None and not self.replay_safe:
-            batch = list(seqs or [])
-            token = ATTEMPT_LISTENER.set(lambda sending: spool.mark_inflight(self.name, batch if sending else []))
+        if spool is None or self.replay_safe:
+            return self._send(items, seqs, replayed, None)
+        batch = list(seqs or [])
+        progress = _WriteInFlight(spool, self.name, batch, replayed=replayed, by_request=self.reports_requests)
         try:
-            self.exporter.write(items)
+            return self._send(items, seqs, replayed, progress)
+        finally:
+            progress.end()
+
+    def _send(
+        self, items: Sequence[Any], seqs: Sequence[int] | None, replayed: bool, progress: _WriteInFlight | None
+    ) -> bool:
+        try:
+            with progress if progress is not None else contextlib.nullcontext():
+                self.exporter.write(items)
         except SinkWriteError as exc:
-            self._account(seqs, replayed, exc.cause, self._split(exc.cause, len(items), exc))
+            self._account(seqs, replayed, exc.cause, self._split(exc.cause, len(items), exc), progress)
             self._fail(exc.cause)
             return False
         except Exception as exc:
-            self._account(seqs, replayed, exc, self._split(exc, len(items), None))
+            self._account(seqs, replayed, exc, self._split(exc, len(items), None), progress)
             self._fail(exc)
             return False
-        finally:
-            if token is not None:
-                ATTEMPT_LISTENER.reset(token)
         self.strikes = 0
-        if spool is not None:
-            spool.settle(self.name, seqs or [], replayed=replayed)
+        if self.spool is not None and seqs is not None:
+            settled = progress.settled if progress is not None else set()
+            self.spool.settle(self.name, [s for p, s in enumerate(seqs) if p not in settled], replayed=replayed)
         return True
 
     def _split(self, error: BaseException, batch_size: int, written: SinkWriteError | None) -> _Split:
@@ -142,8 +213,16 @@ class SinkSlot:
             lost, ambiguous = sorted({*lost, *ambiguous}), []
         return _Split(list(lost), list(ambiguous), failed)
 
-    def _account(self, seqs: Sequence[int] | None, replayed: bool, error: BaseException, split: _Split) -> None:
-        """Settle a failed batch: delivered, kept for a replay, possibly applied (never resent), or failed."""
+    def _account(
+        self,
+        seqs: Sequence[int] | None,
+        replayed: bool,
+        error: BaseException,
+        split: _Split,
+        progress: _WriteInFlight | None = None,
+    ) -> None:
+        """Settle a failed batch: delivered, kept for a replay, possibly applied (never resent), or failed. What
+        the sink reported delivered while it wrote is settled already."""
         for reason, count in collections.Counter(split.failed.values()).items():
             self.add_failed(count, reason)
         spool = self.spool
@@ -152,17 +231,15 @@ class SinkSlot:
             return
         if split.failed:
             spool.fail(self.name, [seqs[i] for i in sorted(split.failed)])
+        settled = progress.settled if progress is not None else set()
         undelivered = {*split.lost, *split.ambiguous, *split.failed}
-        delivered = [seq for i, seq in enumerate(seqs) if i not in undelivered]
+        delivered = [seq for i, seq in enumerate(seqs) if i not in undelivered and i not in settled]
         if delivered:
             spool.settle(self.name, delivered, replayed=replayed)
         if split.ambiguous:
             spool.mark_missing(self.name, [seqs[i] for i in sorted(split.ambiguous)])
-        if split.lost:
-            if replayed:
-                spool.mark_inflight(self.name, [])
-            else:
-                spool.defer(self.name, [seqs[i] for i in split.lost])
+        if split.lost and not replayed:
+            spool.defer(self.name, [seqs[i] for i in split.lost])
 
     def replay(self, build: Callable[[list[Any]], list[Any]], *, force: bool = False) -> int:
         """Send up to one chunk of this sink's spooled records; how many reached it."""

@@ -444,3 +444,28 @@ def test_requests_run_with_instrumentation_suppressed(monkeypatch, with_instrume
     http.request("GET", "/x")
     assert seen == [True]
     assert otel_context.get_value(otel_context._SUPPRESS_INSTRUMENTATION_KEY) is None
+
+
+# --- the attempt listener ---------------------------------------------------------------------
+
+
+def _listened(http: PlatformHTTP, method: str) -> list[bool]:
+    heard: list[bool] = []
+    token = http_module.ATTEMPT_LISTENER.set(heard.append)
+    try:
+        with pytest.raises(RetryableAPIError):
+            http.request(method, "/x", json={"a": 1})
+    finally:
+        http_module.ATTEMPT_LISTENER.reset(token)
+    return heard
+
+
+def test_the_attempt_listener_hears_that_a_refused_call_reached_no_server(make_http) -> None:
+    http, _ = make_http(reply(429), reply(429), max_attempts=2)
+    assert _listened(http, "PUT") == [True, False, True, False]
+
+
+def test_after_an_ambiguous_attempt_the_listener_never_hears_that_the_call_reached_no_server(make_http) -> None:
+    """The first attempt may have been acted on (502): a later refusal does not make the call certainly unapplied."""
+    http, _ = make_http(reply(502), reply(429), reply(429), max_attempts=3)
+    assert _listened(http, "PUT") == [True, True, True]

@@ -37,3 +37,27 @@ def test_a_million_pending_seqs_cost_kilobytes_and_round_trip_through_the_ledger
     restored = SinkLedger.from_dict(ledger.to_dict())
     assert len(restored.pending) == len(ledger.pending) == 666_666
     assert restored.pending.smallest(4) == [1, 2, 4, 5]
+
+
+def test_seq_set_ranges_are_the_members_runs_under_random_operations() -> None:
+    rnd = random.Random(11)
+    for _ in range(200):
+        reference = {rnd.randrange(0, 3000) for _ in range(rnd.randrange(0, 200))}
+        reference |= set(range(rnd.randrange(0, 500), rnd.randrange(500, 2000)))
+        ours = SeqSet(reference)
+        removed = {rnd.randrange(0, 3000) for _ in range(rnd.randrange(0, 300))}
+        ours.difference_update(removed)
+        reference -= removed
+        ours.smallest(rnd.randrange(0, 4))  # moves the scan's start, never past a member
+        runs = [list(r) for r in _runs(sorted(reference))]
+        assert ours.ranges() == runs
+
+
+def _runs(seqs: list[int]) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
+    for seq in seqs:
+        if runs and runs[-1][1] == seq:
+            runs[-1] = (runs[-1][0], seq + 1)
+        else:
+            runs.append((seq, seq + 1))
+    return runs

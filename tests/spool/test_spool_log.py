@@ -27,3 +27,29 @@ def test_records_logged_after_a_torn_line_are_read_back_whole(tmp_path: Path) ->
     third = RunSpool(tmp_path, sinks=["traces"])
     found = _records(third, list(range(0, max(seqs) + 1)))
     assert found == {0: {"id": "e0"}, 1: {"id": "e1"}, 2: {"id": "e2"}, seqs[0]: {"id": "e4"}, seqs[1]: {"id": "e5"}}
+
+
+def test_a_write_cut_short_by_a_crash_leaves_its_unattempted_records_pending_and_only_the_request_in_flight_missing(
+    tmp_path: Path,
+) -> None:
+    """A batch of six records goes out in requests of two, in an order that is not the log's: after the first request
+    stored its records and the second is under way, a crash (the ledger is read from disk by a new spool) settles the
+    first two, reports the second two as possibly missing and leaves the last two for a replay."""
+    live = RunSpool(tmp_path, sinks=["rft_samples"])
+    seqs = live.append("episode", [json.dumps({"id": f"e{i}"}).encode() for i in range(6)])
+    assert seqs == [0, 1, 2, 3, 4, 5]
+    first, second, never = [1, 4], [0, 5], [2, 3]
+    live.begin_write("rft_samples", seqs)
+    live.mark_inflight("rft_samples", first)
+    live.settle("rft_samples", first)
+    live.save()
+    live.mark_inflight("rft_samples", second)  # written at once: the process dies during this request
+
+    after = RunSpool(tmp_path)
+    after.recover(["rft_samples"])
+    ledger = after.sink("rft_samples")
+    assert (list(ledger.missing), list(ledger.pending), ledger.delivered) == (second, never, 2)
+
+    again = RunSpool(tmp_path)
+    again.recover(["rft_samples"])
+    assert (list(again.sink("rft_samples").missing), list(again.sink("rft_samples").pending)) == (second, never)
