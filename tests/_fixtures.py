@@ -6,7 +6,9 @@ Every call returns fresh objects, so a test may edit what it gets.
 
 from __future__ import annotations
 
+import copy
 import json
+import uuid
 from pathlib import Path
 from typing import Any, Literal
 
@@ -50,3 +52,17 @@ def episode_from_record(record: dict[str, Any]) -> Any:
     from verifiers.v1.episode import WireEpisode
 
     return WireEpisode.model_validate(record)
+
+
+def fresh_records(kind: Kind, count: int) -> list[dict[str, Any]]:
+    """``count`` fixture episode records of ``kind`` (cycling through the three) under fresh episode and trace ids,
+    so a test can log many distinct episodes."""
+    fixtures = load_records(kind)
+    made = []
+    for number in range(count):
+        record = copy.deepcopy(fixtures[number % len(fixtures)])
+        record["id"] = uuid.uuid4().hex
+        for trace in record["traces"]:
+            trace["id"] = uuid.uuid4().hex
+        made.append(record)
+    return made

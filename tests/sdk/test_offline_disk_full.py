@@ -3,37 +3,21 @@ calls and ``finish()`` never raise ``OSError``, and a later sync delivers what t
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shutil
 import subprocess
 import sys
-import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import prime_otel as po
 from prime_otel.testing import LocalPlatform
 from tests._disk import fill, tmpfs
-from tests._fixtures import Kind, episode_from_record, load_records
+from tests._fixtures import episode_from_record, fresh_records
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def fresh(kind: Kind, count: int) -> list[dict[str, Any]]:
-    """Fixture episode records under fresh ids."""
-    fixtures = load_records(kind)
-    made = []
-    for number in range(count):
-        record = copy.deepcopy(fixtures[number % len(fixtures)])
-        record["id"] = uuid.uuid4().hex
-        for trace in record["traces"]:
-            trace["id"] = uuid.uuid4().hex
-        made.append(record)
-    return made
 
 
 def offline_sink(report: po.DeliveryReport | None) -> po.SinkReport:
@@ -65,7 +49,7 @@ def test_an_offline_eval_on_a_disk_that_fills_counts_what_it_could_not_write_and
         run = po.init(mode="offline", name="offline-full-disk", environments=["gsm8k"], model="m")
         folder = Path(run.folder or "")
         for _ in range(0, total, 5):
-            run.log_episodes([episode_from_record(record) for record in fresh("eval", 5)])
+            run.log_episodes([episode_from_record(record) for record in fresh_records("eval", 5)])
         report = run.finish()
         copied = tmp_path / "copied" / folder.name
         shutil.copytree(folder, copied)
@@ -99,10 +83,10 @@ def test_an_offline_training_run_on_a_full_disk_counts_every_record_and_metric_r
         monkeypatch.setenv("PRIME_RUNS_DIR", str(mount))
         run = po.init(mode="offline", kind="train", environments=["gsm8k"], model="m")
         folder = Path(run.folder or "")
-        run.log_episodes(fresh("train", 2))
+        run.log_episodes(fresh_records("train", 2))
         fill(mount)
         run.log_metrics({"loss": 0.5}, step=1)
-        run.log_episodes(fresh("train", 3))
+        run.log_episodes(fresh_records("train", 3))
         (mount / "filler").unlink()
         run.log_metrics({"loss": 0.25}, step=2)
         report = run.finish()

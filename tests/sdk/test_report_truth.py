@@ -7,39 +7,23 @@ printed at finish. Where the report tells the user to run ``prime-otel sync``, t
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
 import subprocess
 import sys
-import uuid
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import prime_otel as po
 from prime_otel.testing import LocalPlatform
-from tests._fixtures import load_records
+from tests._fixtures import fresh_records
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = "/api/v1/traces"
 FINALIZE = "/api/v1/evaluations/*/finalize"
 SAMPLES = "/api/v1/evaluations/*/samples"
-
-
-def records(count: int) -> list[dict[str, Any]]:
-    """Fixture episode records under fresh ids."""
-    fixtures = load_records("eval")
-    made = []
-    for number in range(count):
-        record = copy.deepcopy(fixtures[number % len(fixtures)])
-        record["id"] = uuid.uuid4().hex
-        for trace in record["traces"]:
-            trace["id"] = uuid.uuid4().hex
-        made.append(record)
-    return made
 
 
 def sink(report: po.DeliveryReport, name: str) -> po.SinkReport:
@@ -63,7 +47,7 @@ def test_a_run_whose_records_all_arrived_and_whose_close_was_confirmed_is_ok(
     shared_platform_env: LocalPlatform, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = po.init(environments=["gsm8k"], model="m")
-    run.log_episodes(records(3))
+    run.log_episodes(fresh_records("eval", 3))
     live = run.report
     assert not live.complete and live.closure is po.Closure.OPEN  # a live run is not closed yet
     report = run.finish()
@@ -85,7 +69,7 @@ def test_records_left_in_the_spool_are_never_ok_and_the_printed_sync_delivers_th
     inspect = shared_platform_env.inspect
     inspect.add_fault(method="POST", path=TRACES, action="fail_before", status=429, retry_after=0, times=None)
     run = po.init(environments=["gsm8k"], model="m")
-    run.log_episodes(records(4))
+    run.log_episodes(fresh_records("eval", 4))
     report = run.finish(timeout=3)
 
     assert report is not None and not report.complete
@@ -119,7 +103,7 @@ def test_a_close_that_never_reached_the_platform_is_not_claimed_and_the_printed_
     inspect = shared_platform_env.inspect
     inspect.add_fault(method="POST", path=FINALIZE, action="fail_before", status=503, times=None)
     run = po.init(environments=["gsm8k"], model="m", spool=spool)
-    run.log_episodes(records(2))
+    run.log_episodes(fresh_records("eval", 2))
     report = run.finish(timeout=3)
 
     assert inspect.run(run.id)["status"] == "RUNNING"
@@ -145,7 +129,7 @@ def test_an_attached_run_that_fails_says_its_status_is_left_to_the_launcher(
 ) -> None:
     hosted = shared_platform_env.inspect.hosted_run("eval", name="launched")
     run = po.init(id=hosted["id"], api_key=hosted["token"], environments=["gsm8k"], model="m", sinks="traces")
-    run.log_episodes(records(2))
+    run.log_episodes(fresh_records("eval", 2))
     report = run.fail(RuntimeError("judge crashed"))
 
     assert report is not None and report.closure is po.Closure.LEFT_TO_LAUNCHER
@@ -160,7 +144,7 @@ def test_repeated_identical_failures_are_listed_once_with_their_count(shared_pla
     shared_platform_env.inspect.add_fault(method="POST", path=SAMPLES, action="fail_before", status=400, times=None)
     run = po.init(environments=["gsm8k"], model="m", spool=False)
     for _ in range(3):
-        run.log_episodes(records(1))
+        run.log_episodes(fresh_records("eval", 1))
         assert run.flush(30)
     report = run.finish()
 
@@ -177,7 +161,7 @@ def test_an_offline_run_says_where_it_was_written_and_how_to_upload_it(
 ) -> None:
     monkeypatch.setenv("PRIME_RUNS_DIR", str(tmp_path / "runs"))
     run = po.init(mode="offline", environments=["gsm8k"], model="m")
-    run.log_episodes(records(2))
+    run.log_episodes(fresh_records("eval", 2))
     report = run.finish()
 
     assert report is not None and report.closure is po.Closure.WRITTEN_TO_FOLDER and report.complete

@@ -7,12 +7,8 @@ what was logged.
 
 from __future__ import annotations
 
-import copy
 import datetime
 import decimal
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,18 +18,11 @@ from hypothesis import strategies as st
 
 import prime_otel as po
 from prime_otel.testing import LocalPlatform
-from tests._fixtures import load_records
-from tests.sdk.conftest import point_sdk_at
-
-_TEMPLATES = load_records("eval")
+from tests._fixtures import fresh_records
 
 
 def _valid_record() -> dict[str, Any]:
-    record = copy.deepcopy(_TEMPLATES[0])
-    record["id"] = uuid.uuid4().hex
-    for trace in record.get("traces", []):
-        trace["id"] = uuid.uuid4().hex
-    return record
+    return fresh_records("eval", 1)[0]
 
 
 def _deeply_nested(depth: int) -> Any:
@@ -91,15 +80,6 @@ _calls = st.lists(
 )
 
 
-@pytest.fixture
-def platform(
-    local_platform_session: LocalPlatform, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> Iterator[LocalPlatform]:
-    point_sdk_at(local_platform_session, monkeypatch, tmp_path)
-    yield local_platform_session
-    local_platform_session.reset()
-
-
 @settings(
     max_examples=30,
     deadline=None,
@@ -108,7 +88,7 @@ def platform(
 )
 @given(calls=_calls)
 def test_valid_episodes_land_once_and_every_invalid_one_is_refused_or_counted_once(
-    platform: LocalPlatform, calls: list[list[tuple[str, str]]]
+    shared_platform_env: LocalPlatform, calls: list[list[tuple[str, str]]]
 ) -> None:
     """Valid episodes land exactly once on both sinks; a poisoned one is counted once per sink with a reason;
     a call holding something that is not a record raises and queues nothing; the report adds up."""
@@ -135,8 +115,8 @@ def test_valid_episodes_land_once_and_every_invalid_one_is_refused_or_counted_on
     report = run.finish()
     assert report is not None
 
-    episodes = platform.inspect.episodes(run.id)["items"]
-    samples = platform.inspect.samples(run.id)["items"]
+    episodes = shared_platform_env.inspect.episodes(run.id)["items"]
+    samples = shared_platform_env.inspect.samples(run.id)["items"]
     assert sorted(e["id"] for e in episodes) == sorted(landed_ids)
     assert sorted(s["sample_id"] for s in samples) == sorted(landed_ids)
 
@@ -181,12 +161,12 @@ _metric_call = st.one_of(
 )
 @given(calls=st.lists(_metric_call, min_size=1, max_size=10))
 def test_metric_rows_land_once_per_step_and_bad_calls_are_refused(
-    platform: LocalPlatform, calls: list[tuple[str, Any]]
+    shared_platform_env: LocalPlatform, calls: list[tuple[str, Any]]
 ) -> None:
     """Every accepted step's row lands once with its values as numbers (numpy scalars included); a call with a
     value that is not a number or a step that is not a non-negative integer below 2**53 raises and costs nothing
     else."""
-    platform.inspect.settings(metrics_rate_limit=100_000)
+    shared_platform_env.inspect.settings(metrics_rate_limit=100_000)
     run = po.init(kind="train", model="m", environments=["gsm8k"], team_id="team-a")
     expected: dict[int, dict[str, float]] = {}
     step = 0
@@ -205,7 +185,7 @@ def test_metric_rows_land_once_per_step_and_bad_calls_are_refused(
     report = run.finish()
     assert report is not None and report.complete, report.render()
 
-    rows = {row["step"]: row for row in platform.inspect.run(run.id)["metric_rows"]}
+    rows = {row["step"]: row for row in shared_platform_env.inspect.run(run.id)["metric_rows"]}
     assert sorted(rows) == sorted(expected)
     for at, values in expected.items():
         for key, value in values.items():

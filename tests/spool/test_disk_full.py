@@ -4,13 +4,11 @@ sync never resends a record a sink already has."""
 
 from __future__ import annotations
 
-import copy
 import errno
 import os
 import shutil
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,25 +18,13 @@ import prime_otel as po
 from prime_otel import _init, _spool
 from prime_otel.testing import LocalPlatform
 from tests._disk import tmpfs
-from tests._fixtures import load_records
+from tests._fixtures import fresh_records
 from tests.sdk.conftest import point_sdk_at
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = "/api/v1/traces"
 SAMPLES = "/api/v1/evaluations/*/samples"
 DISK_FULL = "spool disk full"
-
-
-def records(count: int) -> list[dict[str, Any]]:
-    fixtures = load_records("eval")
-    made = []
-    for number in range(count):
-        record = copy.deepcopy(fixtures[number % len(fixtures)])
-        record["id"] = uuid.uuid4().hex
-        for trace in record["traces"]:
-            trace["id"] = uuid.uuid4().hex
-        made.append(record)
-    return made
 
 
 def sink(report: po.DeliveryReport, name: str) -> po.SinkReport:
@@ -75,7 +61,7 @@ def test_a_disk_that_fills_mid_run_costs_only_counted_records_and_sync_never_res
         )
         run = po.init(environments=["gsm8k"], model="m")
         for _ in range(0, total, 5):
-            run.log_episodes(records(5))
+            run.log_episodes(fresh_records("eval", 5))
             assert run.flush(30)
         report = run.finish(timeout=3)
         copied = tmp_path / "copied" / run.id
@@ -107,7 +93,7 @@ def test_a_ledger_that_cannot_be_saved_sets_the_spool_aside_and_counts_its_recor
     monkeypatch.setattr(_spool, "write_json_atomically", no_space)
     platform.inspect.add_fault(method="POST", path=TRACES, action="fail_before", status=429, retry_after=0, times=None)
     run = po.init(environments=["gsm8k"], model="m")
-    run.log_episodes(records(4))
+    run.log_episodes(fresh_records("eval", 4))
     report = run.finish(timeout=3)
 
     assert report is not None and report.folder is not None
@@ -136,7 +122,7 @@ def test_records_the_producer_spills_onto_a_full_disk_are_dropped_with_that_reas
     platform.inspect.add_fault(method="POST", path=SAMPLES, action="delay", delay_s=1.0, times=None)
     total = 800  # more than the queue holds (256 batches) while one delayed request is out
     run = po.init(environments=["gsm8k"], model="m")
-    for record in records(total):
+    for record in fresh_records("eval", total):
         run.log_episodes([record])
     report = run.finish(timeout=60)
 
@@ -159,7 +145,7 @@ def test_a_spool_that_cannot_be_opened_after_registering_leaves_the_run_going_wi
     it goes on without a spool and says why, instead of leaving a registered run behind an OSError."""
     monkeypatch.setattr(_init, "RunSpool", no_space)
     run = po.init(environments=["gsm8k"], model="m")
-    run.log_episodes(records(3))
+    run.log_episodes(fresh_records("eval", 3))
     report = run.finish()
 
     assert report is not None and report.complete
