@@ -112,11 +112,13 @@ class SyncResult:
     closed_as: str | None = None
     #: Where the platform calls went (the API base URL the sync used).
     destination: str | None = None
+    #: Per sink, records the platform refused for good during this sync: reason -> count.
+    failed: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
-        """Nothing the folder holds is possibly missing or unreadable."""
-        return not self.possibly_missing and not self.unreadable
+        """Nothing the folder holds is possibly missing, refused or unreadable."""
+        return not self.possibly_missing and not self.unreadable and not self.failed
 
     def render(self) -> str:
         parts = ", ".join(f"{name} {count}" for name, count in self.uploaded.items()) or "nothing new"
@@ -133,6 +135,9 @@ class SyncResult:
                 missing[name] = missing.get(name, 0) + int(entry["rows"])
             listed = ", ".join(f"{name} {count}" for name, count in missing.items())
             text += f"; {sum(missing.values())} records may be missing (ambiguous failure, never resent): {listed}"
+        for sink, reasons in self.failed.items():
+            why = ", ".join(f"{reason} {count}" for reason, count in reasons.items())
+            text += f"; the {sink} sink refused {sum(reasons.values())} records for good ({why})"
         if self.unreadable:
             text += f"; {len(self.unreadable)} unreadable lines skipped"
             lines = [text]
@@ -417,6 +422,7 @@ class SpoolSync:
         resource = Resource.create({"run.id": self.run_id})
         uploaded: dict[str, int] = {}
         missing: list[dict[str, Any]] = []
+        failed: dict[str, dict[str, int]] = {}
         closed_as: str | None = None
         closing_requests = 0
         streams = self._sinks()
@@ -443,6 +449,11 @@ class SpoolSync:
                     sent = spool.sink(name).replayed - before
                     if sent:
                         uploaded[name] = uploaded.get(name, 0) + sent
+                    unexplained = slot.failed - sum(slot.failure_reasons.values())
+                    refusals = {**slot.failure_reasons, **({"refused": unexplained} if unexplained > 0 else {})}
+                    for reason, count in refusals.items():
+                        reasons = failed.setdefault(name, {})
+                        reasons[reason] = reasons.get(reason, 0) + count
                     if spool.sink(name).missing:
                         missing.append({"sink": name, "rows": len(spool.sink(name).missing)})
                     if slot.pending:
@@ -465,6 +476,7 @@ class SpoolSync:
             possibly_missing=missing,
             closed_as=closed_as,
             destination=self.settings.base_url,
+            failed=failed,
         )
 
     def _url(self) -> str:

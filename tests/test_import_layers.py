@@ -51,7 +51,6 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
     # The sink contract (Sink, SinkWriteError, RecordExporter) still lives in exporters/_base.py; it belongs on
     # the ground floor so that processors stop importing exporters.
-    ("prime_otel.processors._record_processor", "prime_otel.exporters._base"): "sink contract not moved yet",
     ("prime_otel.processors._slot", "prime_otel.exporters._base"): "sink contract not moved yet",
     # The metrics uploader builds its in-memory metric reader from the training-metrics exporter.
     ("prime_otel.processors._metrics", "prime_otel.exporters.rft_metrics"): "StepRowExporter not split yet",

@@ -14,7 +14,6 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from .._conventions import EPISODE_ID, RECORD_JSON, RECORD_MAP
 from .._spool import RunSpool, SpooledRecord
-from ..exporters._base import RecordExporter
 from ..records import (
     RECORD_SPAN_NAMES,
     PlainRecordSpan,
@@ -52,10 +51,6 @@ class RecordProcessor(Uploader, SpanProcessor):
         self._children_lock = threading.Lock()
         self._unrecorded = 0
         self._warned_reasons: set[str] = set()
-        for slot in self.slots:
-            if isinstance(slot.exporter, RecordExporter):
-                # What a sink refuses for what the record is (a platform limit) is counted on its slot, with why.
-                slot.exporter.on_rejected = slot.add_failed
 
     def submit(self, records: list[Any]) -> bool:
         """Queue one producer batch (the fast path of ``log_episodes``: spans are made on the uploader thread)."""

@@ -14,7 +14,7 @@ from typing import Any
 from .._attempts import ATTEMPT_LISTENER, REQUEST_PROGRESS
 from .._spool import RunSpool
 from ..errors import failure_reason, is_ambiguous, is_record_rejection, is_transient
-from ..exporters._base import Sink, SinkWriteError
+from ..exporters._base import RecordExporter, Sink, SinkWriteError
 
 _logger = logging.getLogger(__name__)
 
@@ -125,6 +125,9 @@ class SinkSlot:
         self._on_failure = on_failure
         self._clock = clock
         self._lock = threading.Lock()
+        if isinstance(exporter, RecordExporter):
+            # What a sink refuses for what the record is (a platform limit) is counted on its slot, with why.
+            exporter.on_rejected = self.add_failed
 
     @property
     def name(self) -> str:

@@ -22,7 +22,7 @@ import prime_otel as po
 from prime_otel.cli import main
 from prime_otel.client import MAX_ATTEMPTS
 from prime_otel.testing import LocalPlatform, start_local_platform
-from tests._fixtures import load_episodes, load_json
+from tests._fixtures import fresh_records, load_episodes, load_json
 from tests.lifecycle._producer import Producer, Running
 
 TEAM = "team_sync"
@@ -580,3 +580,30 @@ sys.stdin.readline()
     second = sync(folder, platform)
     assert second.returncode == 0 and "closed it" not in second.stdout
     assert requests_after(platform, seen) == []
+
+
+def test_a_spooled_record_the_platform_refuses_during_a_sync_is_counted_and_named_not_dropped_silently(
+    sync: Sync, platform: LocalPlatform, runs_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Prime Traces was down for the whole run; by the time of the sync it refuses one of the spooled episodes
+    for good (over its line limit). The sync delivers the others, says which sink refused how many records and
+    why, and exits 2 (something is not on the platform)."""
+    point_at(platform, monkeypatch)
+    platform.inspect.add_fault(method="POST", path="/api/v1/traces", action="fail_before", status=503, times=None)
+    records = fresh_records("eval", 3)
+    records[1]["task"]["data"]["padding"] = "x" * 40_000
+    try:
+        run = po.init(environments=["gsm8k"], model="m")
+        run.log_episodes(records)
+        run.finish(timeout=2)
+        platform.inspect.clear_faults()
+        platform.inspect.settings(traces_max_line_bytes=20_000)
+
+        result = sync(runs_dir / run.id, platform)
+    finally:
+        platform.reset()
+
+    assert result.returncode == 2, result.stdout + result.stderr
+    landed = {episode["id"] for episode in platform.inspect.episodes(run.id)["items"]}
+    assert landed == {records[0]["id"], records[2]["id"]}
+    assert "the traces sink refused 1 records for good (rejected by the platform: 400" in result.stdout
