@@ -21,11 +21,12 @@ from ._fork import register_for_fork_reset
 from ._offline import RUN_FILE, OfflineRunWriter, offline_run_id, write_json_atomically
 from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run, RunParts
 from ._run_document import producer_process, recorded_urls
+from ._sink import Sink
 from ._spool import DEFAULT_SPOOL_MAX_BYTES, SPOOL_DIR, RunSpool
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, SinkPolicy, TrainingSpec
 from .client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI
 from .errors import ConfigurationError
-from .exporters._base import RecordExporter, Sink
+from .exporters._base import RecordExporter
 from .exporters.eval_samples import EvalSamplesExporter
 from .exporters.otlp import OtlpMetricsSink, OtlpRecordSink, default_metric_exporter, default_span_exporter
 from .exporters.rft_metrics import RftMetricsWriter

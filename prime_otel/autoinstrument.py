@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from ._conventions import RUN_STEP
 from ._run import Run
 from ._types import RunStatus
-from .exporters.rft_metrics import _ALL_DELTA, StepRowExporter
+from .records import ALL_DELTA, StepRowExporter
 
 _logger = logging.getLogger("prime_otel")
 
@@ -142,7 +142,7 @@ class PrimeMetricExporter(MetricExporter):
     become that step's metrics row."""
 
     def __init__(self) -> None:
-        super().__init__(preferred_temporality=_ALL_DELTA)
+        super().__init__(preferred_temporality=ALL_DELTA)
         self._rows = StepRowExporter()
 
     def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:

@@ -1,83 +1,17 @@
-"""What every sink exporter shares: the write contract, its counters, and the OTel ``SpanExporter`` face."""
+"""What every record sink exporter shares: the OTel ``SpanExporter`` face over the sink contract of ``_sink.py``."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Sequence
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from .._sink import RejectionListener, SinkStats
+
 _logger = logging.getLogger(__name__)
-
-#: Told ``(count, reason)`` about records a sink will never store for what they are (the run counts them failed).
-RejectionListener = Callable[[int, str], None]
-
-
-class SinkWriteError(Exception):
-    """Part of a batch was not stored; ``cause`` is the error reported for strike accounting.
-
-    ``lost`` are the positions (in the batch) that were certainly not applied; ``ambiguous`` those a
-    non-idempotent request may have applied before failing; ``failed`` those that failed for good (a record
-    rejection), each with its reason, never to be resent. Without positions, the last ``failed_records`` items
-    count as lost.
-    """
-
-    def __init__(
-        self,
-        cause: BaseException,
-        failed_records: int,
-        *,
-        lost: Sequence[int] | None = None,
-        ambiguous: Sequence[int] = (),
-        failed: Mapping[int, str] | None = None,
-    ) -> None:
-        super().__init__(f"{failed_records} records lost: {type(cause).__name__}: {cause}")
-        self.cause = cause
-        self.failed_records = failed_records
-        self._lost = None if lost is None else list(lost)
-        self.ambiguous_positions = list(ambiguous)
-        self.failed_positions = dict(failed or {})
-
-    @property
-    def has_positions(self) -> bool:
-        """Whether the sink said which positions had which outcome (else the slot classifies by ``cause``)."""
-        return self._lost is not None or bool(self.ambiguous_positions or self.failed_positions)
-
-    def lost_positions(self, batch_size: int) -> list[int]:
-        if self._lost is not None:
-            return self._lost
-        count = max(0, self.failed_records - len(self.ambiguous_positions) - len(self.failed_positions))
-        return list(range(batch_size - count, batch_size))
-
-
-@dataclass
-class SinkStats:
-    """Counters a sink keeps about its own deliveries (the processor keeps failures and drops)."""
-
-    delivered: int = 0
-    requests: int = 0
-    bytes: int = 0
-    skipped: int = 0
-
-
-class Sink(Protocol):
-    """What a processor needs of a sink; ``write`` raises on loss (``SinkWriteError`` for a partial one)."""
-
-    name: str
-    enabled: bool
-    stats: SinkStats
-
-    def write(self, items: Sequence[Any]) -> None: ...
-    def flush(self) -> None: ...
-    def close(self) -> None: ...
-    def reset_after_fork(self) -> None: ...
-
-    @property
-    def quiet_off_reason(self) -> str | None: ...
 
 
 class RecordExporter(SpanExporter):

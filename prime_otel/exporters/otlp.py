@@ -29,11 +29,12 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
 from .. import _conventions as conv
+from .._sink import SinkStats
 from ..client import suppressed_instrumentation
 from ..errors import TransportError
 from ..projection import encode_samples
 from ..records import RecordSpan, compact_json, is_episode
-from ._base import RecordExporter, SinkStats
+from ._base import RecordExporter
 
 _SCOPE = InstrumentationScope("prime_otel")
 _ids = RandomIdGenerator()

@@ -1,103 +1,16 @@
-"""Training metrics: one OpenTelemetry collection per step becomes one ``POST /rft/metrics`` row.
-
-Every instrument is aggregated with DELTA temporality, so a collection holds exactly what was measured
-since the previous step (CUMULATIVE would re-send every past step). The row is posted by a sink behind
-the metrics uploader's own thread, so a slow sample upload never holds a step's metrics back.
+"""Training metrics: the ``rft_metrics`` sink posts each step row (``records.StepRowExporter``) as one
+``POST /rft/metrics`` request, behind the metrics uploader's own thread, so a slow sample upload never holds a
+step's metrics back.
 """
 
 from __future__ import annotations
 
-import math
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from opentelemetry.sdk.metrics import (
-    Counter,
-    Histogram,
-    ObservableCounter,
-    ObservableGauge,
-    ObservableUpDownCounter,
-    UpDownCounter,
-    _Gauge,
-)
-from opentelemetry.sdk.metrics.export import (
-    AggregationTemporality,
-    HistogramDataPoint,
-    MetricExporter,
-    MetricExportResult,
-    MetricsData,
-    NumberDataPoint,
-)
-
-from .._conventions import RUN_STEP
+from .._sink import SinkStats, SinkWriteError
 from ..client import TrainingRunsAPI
 from ..errors import is_permanent, is_transient
-from ..records import MAX_STEP
-from ._base import SinkStats, SinkWriteError
-
-_DELTA = AggregationTemporality.DELTA
-_ALL_DELTA: dict[type, AggregationTemporality] = {
-    Counter: _DELTA,
-    UpDownCounter: _DELTA,
-    Histogram: _DELTA,
-    _Gauge: _DELTA,
-    ObservableCounter: _DELTA,
-    ObservableUpDownCounter: _DELTA,
-    ObservableGauge: _DELTA,
-}
-
-
-class StepRowExporter(MetricExporter):
-    """Turns one collection into rows ``{name: value}``, one per ``prime.run.step`` attribute value (None for
-    points without one, or whose step is not an integer from 0 to 2**53 - 1); a histogram contributes its mean,
-    an integer gauge or counter its integer."""
-
-    def __init__(self) -> None:
-        super().__init__(preferred_temporality=_ALL_DELTA)
-        self._lock = threading.Lock()
-        self._rows: dict[int | None, dict[str, int | float]] = {}
-
-    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any) -> MetricExportResult:
-        with self._lock:
-            for resource_metrics in metrics_data.resource_metrics:
-                for scope_metrics in resource_metrics.scope_metrics:
-                    for metric in scope_metrics.metrics:
-                        for point in metric.data.data_points:
-                            value = _point_value(point)
-                            if value is not None:
-                                self._rows.setdefault(_step_of(point), {})[metric.name] = value
-        return MetricExportResult.SUCCESS
-
-    def take_rows(self) -> dict[int | None, dict[str, int | float]]:
-        with self._lock:
-            rows, self._rows = self._rows, {}
-        return rows
-
-    def force_flush(self, timeout_millis: float = 10_000) -> bool:
-        return True
-
-    def shutdown(self, timeout_millis: float = 30_000, **kwargs: Any) -> None:
-        return None
-
-
-def _step_of(point: Any) -> int | None:
-    step = (point.attributes or {}).get(RUN_STEP)
-    return step if type(step) is int and 0 <= step < MAX_STEP else None
-
-
-def _point_value(point: Any) -> int | float | None:
-    if isinstance(point, NumberDataPoint):
-        if type(point.value) is int:
-            return point.value  # an integer metric stays an integer in the row
-        value = float(point.value)
-    elif isinstance(point, HistogramDataPoint):
-        if not point.count:
-            return None
-        value = point.sum / point.count
-    else:
-        return None
-    return value if math.isfinite(value) else None
 
 
 class RftMetricsWriter:

@@ -24,6 +24,7 @@ from prime_traces.batching import MAX_LINE_BYTES
 from pydantic import BaseModel
 
 from .._conventions import EPISODE_SPAN
+from .._sink import SinkWriteError
 from ..client import suppressed_instrumentation, traces_client
 from ..errors import (
     APIError,
@@ -33,7 +34,7 @@ from ..errors import (
     ValidationRejectedError,
 )
 from ..records import RecordSpan, why_unencodable
-from ._base import RecordExporter, SinkWriteError
+from ._base import RecordExporter
 
 _logger = logging.getLogger(__name__)
 

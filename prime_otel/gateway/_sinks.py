@@ -12,9 +12,9 @@ from opentelemetry.sdk.resources import Resource
 
 from .._backends import EvalBackend, RunBackend, TrainingBackend
 from .._config import Settings
+from .._sink import Sink, SinkStats, SinkWriteError
 from .._types import SinkPolicy
 from ..client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI
-from ..exporters._base import Sink, SinkStats, SinkWriteError
 from ..exporters.eval_samples import EvalSamplesExporter
 from ..exporters.rft_metrics import RftMetricsWriter
 from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSampleRowsExporter

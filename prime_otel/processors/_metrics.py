@@ -20,8 +20,7 @@ from opentelemetry.sdk.resources import Resource
 
 from .._conventions import RUN_STEP
 from .._spool import RunSpool, SpooledRecord
-from ..exporters.rft_metrics import StepRowExporter
-from ..records import compact_json
+from ..records import StepRowExporter, compact_json
 from ._slot import SinkSlot
 from ._uploader import Uploader
 

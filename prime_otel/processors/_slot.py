@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._attempts import ATTEMPT_LISTENER, REQUEST_PROGRESS
+from .._sink import RejectingSink, Sink, SinkWriteError
 from .._spool import RunSpool
 from ..errors import failure_reason, is_ambiguous, is_record_rejection, is_transient
-from ..exporters._base import RecordExporter, Sink, SinkWriteError
 
 _logger = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ class SinkSlot:
         self._on_failure = on_failure
         self._clock = clock
         self._lock = threading.Lock()
-        if isinstance(exporter, RecordExporter):
+        if isinstance(exporter, RejectingSink):
             # What a sink refuses for what the record is (a platform limit) is counted on its slot, with why.
             exporter.on_rejected = self.add_failed
 

@@ -2,8 +2,8 @@
 
 Recognising episodes and traces, their JSON encoding (pydantic's serializer for verifiers models, one
 encoding shared by every sink), the two non-finite policies (null in records, dropped in metrics and
-summaries), the value policy of a metrics row, and the finished ``episode``/``trace`` spans that carry a
-producer's record to the exporters.
+summaries), the value policy of a metrics row, a metrics collection as step rows, and the finished
+``episode``/``trace`` spans that carry a producer's record to the exporters.
 """
 
 from __future__ import annotations
@@ -31,13 +31,16 @@ from ._spans import (
     record_kind,
     record_of,
 )
+from ._step_rows import ALL_DELTA, StepRowExporter
 
 __all__ = [
+    "ALL_DELTA",
     "MAX_STEP",
     "RECORD_SPAN_NAMES",
     "EncodedRecord",
     "PlainRecordSpan",
     "RecordSpan",
+    "StepRowExporter",
     "UnencodableRecord",
     "child_summary",
     "clean",

@@ -17,7 +17,7 @@ import pytest
 from opentelemetry.sdk.resources import Resource
 from prime_traces import LineFormat
 
-from prime_otel.exporters._base import SinkWriteError
+from prime_otel._sink import SinkWriteError
 from prime_otel.exporters.traces import PrimeTracesExporter, TracesLimits, refusal
 from prime_otel.records import RecordSpan
 from prime_otel.testing import LocalPlatform

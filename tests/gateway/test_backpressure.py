@@ -15,7 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceS
 from opentelemetry.sdk.resources import Resource
 from starlette.testclient import TestClient
 
-from prime_otel.exporters._base import SinkStats
+from prime_otel._sink import SinkStats
 from prime_otel.gateway import RunRegistry, create_app
 from prime_otel.gateway._grpc import start_grpc_server
 from prime_otel.gateway._sinks import RunPipeline

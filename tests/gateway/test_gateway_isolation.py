@@ -9,7 +9,7 @@ from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 
-from prime_otel.exporters._base import SinkStats
+from prime_otel._sink import SinkStats
 from prime_otel.gateway._spans import GatewayRecordProcessor, ReceivedRecord
 from prime_otel.processors import SinkSlot
 from prime_otel.records import record_of

@@ -15,8 +15,8 @@ import httpx
 import pytest
 from opentelemetry.sdk.resources import Resource
 
+from prime_otel._sink import SinkWriteError
 from prime_otel.client import EvaluationsAPI, PlatformHTTP
-from prime_otel.exporters._base import SinkWriteError
 from prime_otel.exporters.eval_samples import EvalSamplesExporter
 from prime_otel.records import RecordSpan
 from tests.client.client_scripts import Script
