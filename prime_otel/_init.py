@@ -17,12 +17,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from ._backends import EvalBackend, RunBackend, RunSpec, TrainingBackend
 from ._config import Settings, resolve_mode, resolve_settings, resolve_traces_opt_out
 from ._containment import ErrorNotes, OnError
+from ._files import write_json_atomically
 from ._fork import register_for_fork_reset
-from ._offline import RUN_FILE, OfflineRunWriter, offline_run_id, write_json_atomically
+from ._offline import RUN_FILE, OfflineRunWriter, offline_run_id
 from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run, RunParts
 from ._run_document import producer_process, recorded_urls
 from ._sink import Sink
-from ._spool import DEFAULT_SPOOL_MAX_BYTES, SPOOL_DIR, RunSpool
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, SinkPolicy, TrainingSpec
 from .client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI
 from .errors import ConfigurationError
@@ -33,6 +33,7 @@ from .exporters.rft_metrics import RftMetricsWriter
 from .exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSamplesExporter
 from .exporters.traces import PrimeTracesExporter, upload_context
 from .processors import TRAINING_PAUSE_SECONDS, RecordProcessor, SinkSlot, StepMetricsUploader
+from .processors._spool import DEFAULT_SPOOL_MAX_BYTES, SPOOL_DIR, RunSpool
 from .resources import RunAdvertisement, RunIdentity, detect_rank, inherited_run, run_resource
 
 _logger = logging.getLogger("prime_otel")

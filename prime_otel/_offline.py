@@ -15,12 +15,12 @@ import json
 import logging
 import os
 import secrets
-import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ._files import write_json_atomically
 from .projection import encode_samples
 from .records import EncodedRecord, UnencodableRecord, compact_json, encode_record, is_episode
 
@@ -63,17 +63,6 @@ def _cut_back(descriptor: int, size_before: int, written: int, path: Path) -> No
     except OSError:
         pass
     _logger.warning("a torn line is left at the end of %s (a sync skips it as unreadable)", path)
-
-
-def write_json_atomically(path: Path, document: Mapping[str, Any]) -> None:
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(document, out, ensure_ascii=False, indent=2)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
 
 
 class OfflineRunWriter:

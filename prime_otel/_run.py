@@ -22,10 +22,10 @@ from opentelemetry.trace import Tracer
 from ._backends import RunBackend
 from ._containment import ErrorNotes, describe
 from ._exit_paths import SIGNAL_FINISH_TIMEOUT_SECONDS, AtexitHook, SignalChain
+from ._files import write_json_atomically
 from ._fork import register_for_fork_reset
-from ._offline import RUN_FILE, OfflineRunWriter, write_json_atomically
+from ._offline import RUN_FILE, OfflineRunWriter
 from ._report import Closure, DeliveryReport, SinkReport
-from ._spool import DISK_FULL, RunSpool
 from ._status_line import Progress, StatusLine
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, RunStatus
 from .client import PlatformHTTP
@@ -33,6 +33,7 @@ from .errors import RunFinishedError
 from .exporters.otlp import OtlpRecordSink
 from .exporters.traces import PrimeTracesExporter
 from .processors import RecordProcessor, RunLifecycleProcessor, SinkSlot, StepMetricsUploader, Uploader
+from .processors._spool import DISK_FULL, RunSpool
 from .records import clean, loggable, metric_row
 from .resources import RunAdvertisement, RunIdentity
 

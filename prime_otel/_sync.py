@@ -24,10 +24,10 @@ from prime_traces import LineFormat
 
 from ._backends import EvalBackend, RunSpec, TrainingBackend
 from ._config import Settings, resolve_settings
-from ._offline import EPISODES_FILE, METRICS_FILE, RUN_FILE, SAMPLES_FILE, TRACES_FILE, write_json_atomically
+from ._files import write_json_atomically
+from ._offline import EPISODES_FILE, METRICS_FILE, RUN_FILE, SAMPLES_FILE, TRACES_FILE
 from ._run_document import RunDocument, RunDocumentError
 from ._sink import Sink
-from ._spool import RunSpool, SpooledRecord
 from ._types import RunStatus
 from .client import (
     EvaluationsAPI,
@@ -40,6 +40,7 @@ from .client import (
 from .client._urls import normalize_traces_url
 from .errors import ConfigurationError, ForbiddenError, is_ambiguous
 from .exporters.traces import upload_context
+from .processors._spool import RunSpool, SpooledRecord
 from .projection import ENVELOPE_BYTES, MAX_SAMPLES_PAYLOAD_BYTES, EncodedSample, pack_sample_requests
 from .records import compact_json, stamp_run
 

@@ -19,9 +19,9 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 
 from .._conventions import RUN_STEP
-from .._spool import RunSpool, SpooledRecord
 from ..records import StepRowExporter, compact_json
 from ._slot import SinkSlot
+from ._spool import RunSpool, SpooledRecord
 from ._uploader import Uploader
 
 _logger = logging.getLogger(__name__)

@@ -13,7 +13,6 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from .._conventions import EPISODE_ID, RECORD_JSON, RECORD_MAP
-from .._spool import RunSpool, SpooledRecord
 from ..records import (
     RECORD_SPAN_NAMES,
     PlainRecordSpan,
@@ -25,6 +24,7 @@ from ..records import (
     why_unencodable,
 )
 from ._slot import SinkSlot
+from ._spool import RunSpool, SpooledRecord
 from ._uploader import DEFAULT_MAX_QUEUE_BATCHES, DEFAULT_PUT_TIMEOUT_SECONDS, Uploader
 
 _logger = logging.getLogger(__name__)

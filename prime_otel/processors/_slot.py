@@ -13,8 +13,8 @@ from typing import Any
 
 from .._attempts import ATTEMPT_LISTENER, REQUEST_PROGRESS
 from .._sink import RejectingSink, Sink, SinkWriteError
-from .._spool import RunSpool
 from ..errors import failure_reason, is_ambiguous, is_record_rejection, is_transient
+from ._spool import RunSpool
 
 _logger = logging.getLogger(__name__)
 

@@ -32,8 +32,8 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from ._fork import register_for_fork_reset
-from ._offline import write_json_atomically
+from .._files import write_json_atomically
+from .._fork import register_for_fork_reset
 
 _logger = logging.getLogger("prime_otel")
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._fork import register_for_fork_reset
-from .._spool import RunSpool, SpooledRecord
 from ._slot import SinkSlot
+from ._spool import RunSpool, SpooledRecord
 
 _logger = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
-from prime_otel._spool import RunSpool
 from prime_otel.errors import RetryableAPIError, UnauthorizedError, ValidationRejectedError
 from prime_otel.exporters._base import RecordExporter
 from prime_otel.processors import RecordProcessor, SinkSlot
+from prime_otel.processors._spool import RunSpool
 from prime_otel.records import record_of
 
 RESOURCE = Resource.create({"run.id": "r1"})

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import sys
 
-from prime_otel._spool import SeqSet, SinkLedger
+from prime_otel.processors._spool import SeqSet, SinkLedger
 
 
 def test_seq_set_behaves_like_a_set_under_random_operations() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from prime_otel._spool import RunSpool
+from prime_otel.processors._spool import RunSpool
 
 
 def _records(spool: RunSpool, seqs: list[int]) -> dict[int, dict[str, object]]:
