@@ -14,6 +14,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
 
+from ._assembly import sdk_record_sinks, sink_slots, step_metric_sinks
 from ._backends import EvalBackend, RunBackend, RunSpec, TrainingBackend
 from ._config import Settings, resolve_mode, resolve_settings, resolve_traces_opt_out
 from ._containment import ErrorNotes, OnError
@@ -24,15 +25,12 @@ from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run, RunParts
 from ._run_document import producer_process, recorded_urls
 from ._sink import Sink
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, SinkPolicy, TrainingSpec
-from .client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI
+from .client import EvaluationsAPI, PlatformHTTP, TrainingRunsAPI
 from .errors import ConfigurationError
-from .exporters._base import RecordExporter
-from .exporters.eval_samples import EvalSamplesExporter
 from .exporters.otlp import OtlpMetricsSink, OtlpRecordSink, default_metric_exporter, default_span_exporter
-from .exporters.rft_metrics import RftMetricsWriter
-from .exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSamplesExporter
-from .exporters.traces import PrimeTracesExporter, upload_context
-from .processors import TRAINING_PAUSE_SECONDS, RecordProcessor, SinkSlot, StepMetricsUploader
+from .exporters.rft_samples import DEFAULT_STEP_INTERVAL
+from .exporters.traces import upload_context
+from .processors import TRAINING_PAUSE_SECONDS, RecordProcessor, StepMetricsUploader
 from .processors._spool import DEFAULT_SPOOL_MAX_BYTES, SPOOL_DIR, RunSpool
 from .resources import RunAdvertisement, RunIdentity, detect_rank, inherited_run, run_resource
 
@@ -365,7 +363,7 @@ def _online_run(
     )
     resource = run_resource(identity)
     end_marker: OtlpRecordSink | None = None
-    exporters: list[RecordExporter]
+    exporters: list[Sink]
     metric_sinks: list[Sink] = []
     if transport == "otlp":
         end_marker = OtlpRecordSink(default_span_exporter(), resource)
@@ -373,9 +371,17 @@ def _online_run(
         if spec.kind == "train":
             metric_sinks = [OtlpMetricsSink(default_metric_exporter(), resource)]
     else:
-        exporters = _sink_exporters(spec, settings, identity, context, http, opted_out, sinks, step_interval)
-        if spec.kind == "train":
-            metric_sinks = [RftMetricsWriter(TrainingRunsAPI(http), identity.id)]
+        exporters = sdk_record_sinks(
+            run_id=identity.id,
+            kind=spec.kind,
+            settings=settings,
+            context=context,
+            http=http,
+            policy=sinks,
+            opted_out=opted_out,
+            step_interval=step_interval,
+        )
+        metric_sinks = step_metric_sinks(http, identity.id, spec.kind)
     spool: RunSpool | None = None
     metrics_spool: RunSpool | None = None
     if spool_max_bytes is not None and with_spool:
@@ -393,17 +399,13 @@ def _online_run(
             spool = metrics_spool = None
             with_spool = False
     pause = TRAINING_PAUSE_SECONDS if spec.kind == "train" else (EVAL_PAUSE_SECONDS if with_spool else None)
-    slots = [
-        SinkSlot(exporter, pause_seconds=pause, on_failure=notes.note_sink_failure, spool=spool)
-        for exporter in exporters
-    ]
+    slots = sink_slots(exporters, pause_seconds=pause, on_failure=notes.note_sink_failure, spool=spool)
     processor = RecordProcessor(slots, resource, spool=spool)
     metrics = None
     if spec.kind == "train":
-        metric_slots = [
-            SinkSlot(sink, pause_seconds=pause, on_failure=notes.note_sink_failure, spool=metrics_spool)
-            for sink in metric_sinks
-        ]
+        metric_slots = sink_slots(
+            metric_sinks, pause_seconds=pause, on_failure=notes.note_sink_failure, spool=metrics_spool
+        )
         metrics = StepMetricsUploader(metric_slots, resource, spool=metrics_spool)
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     provider.add_span_processor(processor)
@@ -433,40 +435,3 @@ def _online_run(
             closers=[http.close],
         )
     )
-
-
-def _sink_exporters(
-    spec: RunSpec,
-    settings: Settings,
-    identity: RunIdentity,
-    context: dict[str, str],
-    http: PlatformHTTP,
-    opted_out: bool,
-    sinks: SinkPolicy,
-    step_interval: int,
-) -> list[RecordExporter]:
-    traces = PrimeTracesExporter.for_run(
-        run_id=identity.id,
-        run_kind=spec.kind,
-        context=context,
-        api_key=settings.api_key,
-        traces_url=settings.traces_url,
-        team_id=settings.team_id,
-    )
-    if opted_out:
-        traces.opt_out()
-    only_without_traces = (lambda: traces.service_not_enabled) if sinks == "traces" else None
-    legacy: RecordExporter
-    if spec.kind == "eval":
-        legacy = EvalSamplesExporter(EvaluationsAPI(http), identity.id, write_only_when=only_without_traces)
-    else:
-        storage = ObjectStorage()
-        register_for_fork_reset(storage)
-        legacy = RftSamplesExporter(
-            TrainingRunsAPI(http),
-            storage,
-            identity.id,
-            step_interval=step_interval,
-            write_only_when=only_without_traces,
-        )
-    return [legacy] if sinks == "legacy" else [traces, legacy]

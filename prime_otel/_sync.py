@@ -488,39 +488,22 @@ class SpoolSync:
 
     def _sinks(self) -> dict[str, list[Sink]]:
         """The sinks of each spooled stream, made the way the live run made them (sink policy, opt-out)."""
-        from ._init import _sink_exporters
-        from .exporters.rft_metrics import RftMetricsWriter
+        from ._assembly import sdk_record_sinks, step_metric_sinks
         from .exporters.rft_samples import DEFAULT_STEP_INTERVAL
-        from .resources import RunIdentity
 
         document = self.document
-        spec = RunSpec(
-            kind=self.kind,
-            name=document.name,
-            environments=[],
-            model=document.model,
-            framework=document.framework,
-            description=None,
-            tags=[],
-            config={},
-            team_id=self.settings.team_id,
-        )
         context = upload_context(self.kind, framework=document.framework, model=document.model)
-        records: list[Sink] = list(
-            _sink_exporters(
-                spec,
-                self.settings,
-                RunIdentity(id=self.run_id, kind=self.kind, name=document.name),
-                context,
-                self.http,
-                document.traces_opt_out,
-                document.sinks,
-                document.samples_step_interval or DEFAULT_STEP_INTERVAL,
-            )
+        records = sdk_record_sinks(
+            run_id=self.run_id,
+            kind=self.kind,
+            settings=self.settings,
+            context=context,
+            http=self.http,
+            policy=document.sinks,
+            opted_out=document.traces_opt_out,
+            step_interval=document.samples_step_interval or DEFAULT_STEP_INTERVAL,
         )
-        metrics: list[Sink] = (
-            [RftMetricsWriter(TrainingRunsAPI(self.http), self.run_id)] if self.kind == "train" else []
-        )
+        metrics = step_metric_sinks(self.http, self.run_id, self.kind)
         return {"records": records, "metrics": metrics}
 
     def _close(self) -> str | None:

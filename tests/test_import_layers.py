@@ -20,6 +20,7 @@ GROUND_FLOOR_MODULES = frozenset(
 #: Root modules that belong to a room other than the facade.
 ROOM_OF_ROOT_MODULE = {
     "projection": "exporters",  # the public projection module sits beside the exporters
+    "_assembly": "assembly",  # one sink assembly: which sinks and slots a run writes through
     "_backends": "assembly",  # registering, attaching and closing a run on the platform
     "_config": "assembly",  # configuration: argument, environment, ~/.prime/config.json
     "cli": "entry",  # the ``prime-otel`` command: dispatches to sync, the gateway and the local platform
@@ -39,7 +40,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "resources": frozenset({GROUND}),
     "exporters": frozenset({GROUND, "client", "resources"}),
     "processors": frozenset({GROUND, "client", "resources"}),
-    "assembly": frozenset({GROUND, "client", "resources"}),
+    "assembly": _SDK,
     "gateway": frozenset({*_SDK, "assembly"}),
     FACADE: frozenset({*_SDK, "assembly"}),
     "entry": frozenset(

@@ -10,16 +10,16 @@ from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 
+from .._assembly import record_sinks, sink_slots, step_metric_sinks
 from .._backends import EvalBackend, RunBackend, TrainingBackend
 from .._config import Settings
 from .._sink import Sink, SinkStats, SinkWriteError
 from .._types import SinkPolicy
 from ..client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI
 from ..exporters.eval_samples import EvalSamplesExporter
-from ..exporters.rft_metrics import RftMetricsWriter
 from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSampleRowsExporter
 from ..exporters.traces import PrimeTracesExporter, upload_context
-from ..processors import TRAINING_PAUSE_SECONDS, SinkSlot, StepMetricsUploader
+from ..processors import TRAINING_PAUSE_SECONDS, StepMetricsUploader
 from ..records import RecordSpan
 from ._spans import DEFAULT_MAX_QUEUED_BYTES, GatewayRecordProcessor, GatewayRecordSpan
 
@@ -111,44 +111,44 @@ class PipelineFactory:
     def open(self, run_id: str, kind: str, resource: Resource) -> RunPipeline:
         settings, options = self._settings, self._options
         http = PlatformHTTP(api_key=settings.api_key, base_url=settings.base_url)
-        traces = PrimeTracesExporter.for_run(
-            run_id=run_id,
-            run_kind=kind,
-            context=upload_context(kind),
-            api_key=settings.api_key,
-            traces_url=settings.traces_url,
-            team_id=settings.team_id,
-        )
-        if options.traces_opt_out:
-            traces.opt_out()
-        only_without_traces = (lambda: traces.service_not_enabled) if options.sinks == "traces" else None
         closers: list[Callable[[], None]] = [http.close]
-        legacy: Sink
-        backend: RunBackend
-        if kind == "eval":
-            backend = EvalBackend(EvaluationsAPI(http))
-            rows = EvalSamplesExporter(EvaluationsAPI(http), run_id)
-            legacy = EvalRowsSink(rows, resource, write_only_when=only_without_traces)
-        else:
-            backend = TrainingBackend(TrainingRunsAPI(http))
-            legacy = RftSampleRowsExporter(
+        backend: RunBackend = (
+            EvalBackend(EvaluationsAPI(http)) if kind == "eval" else TrainingBackend(TrainingRunsAPI(http))
+        )
+
+        def legacy(write_only_when: Callable[[], bool] | None) -> Sink:
+            if kind == "eval":
+                rows = EvalSamplesExporter(EvaluationsAPI(http), run_id)
+                return EvalRowsSink(rows, resource, write_only_when=write_only_when)
+            return RftSampleRowsExporter(
                 TrainingRunsAPI(http),
                 ObjectStorage(),
                 run_id,
                 step_interval=options.samples_step_interval,
-                write_only_when=only_without_traces,
+                write_only_when=write_only_when,
             )
-        sinks: list[Sink] = [legacy] if options.sinks == "legacy" else [traces, legacy]
+
+        traces, sinks = record_sinks(
+            run_id=run_id,
+            kind=kind,
+            settings=settings,
+            context=upload_context(kind),
+            policy=options.sinks,
+            opted_out=options.traces_opt_out,
+            legacy=legacy,
+        )
         pause = TRAINING_PAUSE_SECONDS if kind == "train" else None
         on_failure = _failure_logger(run_id)
-        slots = [SinkSlot(sink, pause_seconds=pause, on_failure=on_failure) for sink in sinks]
         processor = GatewayRecordProcessor(
-            slots, resource, max_queued_bytes=options.max_queued_bytes, thread_name=f"prime-otel-gateway-{run_id}"
+            sink_slots(sinks, pause_seconds=pause, on_failure=on_failure),
+            resource,
+            max_queued_bytes=options.max_queued_bytes,
+            thread_name=f"prime-otel-gateway-{run_id}",
         )
         metrics = None
         if kind == "train":
-            writer = RftMetricsWriter(TrainingRunsAPI(http), run_id)
-            metrics = StepMetricsUploader([SinkSlot(writer, pause_seconds=pause, on_failure=on_failure)], resource)
+            metric_slots = sink_slots(step_metric_sinks(http, run_id, kind), pause_seconds=pause, on_failure=on_failure)
+            metrics = StepMetricsUploader(metric_slots, resource)
         return RunPipeline(
             processor=processor,
             metrics=metrics,
