@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ._types import EnvironmentRef, RunStatus, TrainingSpec
+from ._types import EnvironmentRef, RunStatus, TrainingSpec, crashed_message
 from .client import (
     ERROR_MESSAGE_LIMIT,
     EvaluationsAPI,
@@ -231,5 +231,5 @@ class TrainingBackend:
 def _error_message(status: RunStatus, error: str | None) -> str | None:
     message = error or None
     if status is RunStatus.CRASHED:
-        message = f"crashed: {message or 'process exited without finishing the run'}"
+        message = crashed_message(message or "process exited without finishing the run")
     return message[:ERROR_MESSAGE_LIMIT] if message else None

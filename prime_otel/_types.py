@@ -65,6 +65,11 @@ class RunStatus(str, Enum):
         return self.value
 
 
+def crashed_message(error: str | None) -> str:
+    """The error message a run closed as crashed carries: ``crashed``, or ``crashed: <why>``."""
+    return f"crashed: {error}" if error else "crashed"
+
+
 @dataclass(frozen=True)
 class TrainingSpec:
     """Display fields of a training run, sent when the external run is registered."""

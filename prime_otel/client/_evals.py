@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from .._types import EnvironmentRef, RunStatus
+from .._types import EnvironmentRef, RunStatus, crashed_message
 from ..errors import APIError, EnvironmentResolutionError
 from ._http import UPLOAD_TIMEOUT, PlatformHTTP
 from ._urls import path_segment
@@ -126,7 +126,7 @@ class EvaluationsAPI:
             raise ValueError(f"an evaluation is closed as failed, cancelled or crashed, not {run_status.value}")
         message = error_message
         if run_status is RunStatus.CRASHED:
-            message = f"crashed: {error_message}" if error_message else "crashed"
+            message = crashed_message(error_message)
         body: dict[str, Any] = {"status": _WIRE_STATUS[run_status]}
         if message:
             body["error_message"] = message[:ERROR_MESSAGE_LIMIT]
