@@ -66,3 +66,14 @@ def fresh_records(kind: Kind, count: int) -> list[dict[str, Any]]:
             trace["id"] = uuid.uuid4().hex
         made.append(record)
     return made
+
+
+def numbered_record(index: int, tag: str = "") -> dict[str, Any]:
+    """A fixture eval episode record (what ``Episode.to_record()`` gives) with ids made from ``tag`` and
+    ``index``, so the same index names the same episode in a producer and in the test that checks it."""
+    fixtures = load_records("eval")
+    varied = copy.deepcopy(fixtures[index % len(fixtures)])
+    varied["id"] = f"{tag}ep{index:08d}"
+    for position, trace in enumerate(varied["traces"]):
+        trace["id"] = f"{tag}tr{index:08d}{position}"
+    return varied

@@ -122,7 +122,11 @@ def test_an_invalid_rule_is_422(server: LocalPlatform) -> None:
     assert refused.value.response.status_code == 422
 
 
-def test_faults_never_touch_the_local_api(server: LocalPlatform) -> None:
+def test_faults_never_touch_the_local_api(api: httpx.Client, server: LocalPlatform) -> None:
+    """A fault on every path fails the platform API, while the inspection API still answers in full."""
+    evaluation_id = create_eval(api)
     server.inspect.add_fault(path="*", action="fail_before", times=None)
-    assert server.inspect.runs() is not None
+    assert api.post(CREATE, json=BODY).status_code == 503
+    assert evaluation_id in [run["id"] for run in server.inspect.runs()]
+    assert server.inspect.run(evaluation_id)["id"] == evaluation_id
     server.inspect.clear_faults()

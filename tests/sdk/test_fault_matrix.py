@@ -24,7 +24,7 @@ import prime_otel as po
 from prime_otel.client import _http, _rft
 from prime_otel.testing import LocalPlatform, start_local_platform
 from tests._fixtures import episode_from_record, load_records
-from tests.sdk.conftest import point_sdk_at
+from tests._platform import point_sdk_at
 
 TEAM = "team_fault_matrix"
 STEPS = 12

@@ -15,7 +15,7 @@ import prime_otel as po
 from prime_otel.processors._uploader import DEFAULT_MAX_QUEUE_BYTES
 from prime_otel.testing import LocalPlatform, start_local_platform
 from tests._fixtures import episode_from_record, load_records
-from tests.sdk.conftest import point_sdk_at
+from tests._platform import point_sdk_at
 
 TEAM = "team_abc"
 STEPS = 40

@@ -142,6 +142,7 @@ def test_a_permanent_failure_retires_at_once_even_for_a_training_sink() -> None:
     processor.submit([episode(1)])
     processor.flush(5)
     assert slot.retired and not slot.paused
+    assert slot.failed == 1 and exporter.batches == []
 
 
 def test_a_paused_training_sink_revives_after_its_cooldown() -> None:
@@ -162,13 +163,19 @@ def test_a_paused_training_sink_revives_after_its_cooldown() -> None:
 
 
 def test_the_uploader_survives_an_exporter_that_raises_anything() -> None:
-    """The uploader thread survives any exception an exporter raises."""
+    """The uploader thread survives any exception an exporter raises: the batch it raised on is counted failed,
+    the sink (an unknown error being no transient one) is retired, and later batches are counted failed too."""
     exporter = RecordingExporter()
     exporter.failures = [RuntimeError("boom")]
-    processor = RecordProcessor([SinkSlot(exporter)], RESOURCE)
-    processor.submit([episode(1)])
+    slot = SinkSlot(exporter)
+    processor = RecordProcessor([slot], RESOURCE)
+    processor.submit([episode(1), episode(2)])
     assert processor.flush(5)
     assert processor._thread is not None and processor._thread.is_alive()
+    assert slot.failed == 2 and slot.retired
+    processor.submit([episode(3)])
+    assert processor.flush(5)
+    assert exporter.batches == [] and slot.failed == 3
 
 
 def test_episode_spans_from_a_plain_tracer_carry_their_record_and_child_spans() -> None:

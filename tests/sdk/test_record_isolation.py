@@ -22,7 +22,7 @@ import prime_otel as po
 from prime_otel.exporters import traces as traces_exporter
 from prime_otel.testing import LocalPlatform, start_local_platform
 from tests._fixtures import episode_from_record, load_records
-from tests.sdk.conftest import point_sdk_at
+from tests._platform import point_sdk_at
 
 EVAL_RECORDS = load_records("eval")
 TRAIN_RECORDS = load_records("train")

@@ -14,7 +14,7 @@ import prime_otel as po
 from prime_otel import _init
 from prime_otel.testing import LocalPlatform, start_local_platform
 from tests._fixtures import episode_from_record, load_records
-from tests.sdk.conftest import point_sdk_at
+from tests._platform import point_sdk_at
 
 TEAM = "team_abc"
 FAST_LIMITS = {"metrics_rate_limit": 100_000, "samples_rate_limit": 100_000}

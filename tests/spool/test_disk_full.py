@@ -20,7 +20,7 @@ from prime_otel.processors import _spool
 from prime_otel.testing import LocalPlatform
 from tests._disk import tmpfs
 from tests._fixtures import fresh_records
-from tests.sdk.conftest import point_sdk_at
+from tests._platform import point_sdk_at
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACES = "/api/v1/traces"

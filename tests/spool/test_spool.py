@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import signal
@@ -17,20 +16,10 @@ import pytest
 
 import prime_otel as po
 from prime_otel.testing import LocalPlatform, start_local_platform
-from tests._fixtures import load_records
-from tests.sdk.conftest import point_sdk_at
+from tests._fixtures import numbered_record
+from tests._platform import point_sdk_at
 
 ROOT = Path(__file__).resolve().parents[2]
-_RECORDS = load_records("eval")
-
-
-def record(index: int, tag: str = "") -> dict[str, Any]:
-    """A JSON episode record (what ``Episode.to_record()`` gives) with ids unique per index."""
-    varied = copy.deepcopy(_RECORDS[index % len(_RECORDS)])
-    varied["id"] = f"{tag}ep{index:08d}"
-    for position, trace in enumerate(varied["traces"]):
-        trace["id"] = f"{tag}tr{index:08d}{position}"
-    return varied
 
 
 def every(fetch: Any, run_id: str) -> list[dict[str, Any]]:
@@ -57,7 +46,7 @@ def test_an_outage_mid_run_costs_nothing_every_episode_lands_exactly_once(fast_p
     total = 20_000
     run = po.init(name="outage", environments=["gsm8k"], model="m")
     for start in range(0, total // 2, 100):
-        run.log_episodes([record(i) for i in range(start, start + 100)])
+        run.log_episodes([numbered_record(i) for i in range(start, start + 100)])
     for path in ("/api/v1/evaluations/*/samples", "/api/v1/traces"):
         fast_platform.inspect.add_fault(
             method="POST", path=path, action="fail_before", status=429, retry_after=0, times=None
@@ -65,7 +54,7 @@ def test_an_outage_mid_run_costs_nothing_every_episode_lands_exactly_once(fast_p
     ends = threading.Timer(30.0, fast_platform.inspect.clear_faults)
     ends.start()
     for start in range(total // 2, total, 100):
-        run.log_episodes([record(i) for i in range(start, start + 100)])
+        run.log_episodes([numbered_record(i) for i in range(start, start + 100)])
         time.sleep(0.1)
     ends.join()
     report = run.finish()
@@ -87,7 +76,7 @@ def test_an_ambiguous_sample_failure_is_read_back_and_never_replayed(fast_platfo
         method="POST", path="/api/v1/evaluations/*/samples", action="fail_after", status=502
     )
     run = po.init(environments=["gsm8k"], model="m")
-    run.log_episodes([record(i) for i in range(3)])
+    run.log_episodes([numbered_record(i) for i in range(3)])
     report = run.finish()
     assert report is not None
     samples = next(sink for sink in report.sinks if sink.sink == "eval_samples")
@@ -99,13 +88,13 @@ def test_an_ambiguous_sample_failure_is_read_back_and_never_replayed(fast_platfo
 _KILLED_PRODUCER = """
 import copy, json, sys, time
 import prime_otel as po
-from tests.spool.test_spool import record
+from tests._fixtures import numbered_record
 
 run = po.init(name="killed", environments=["gsm8k"], model="m")
 print(json.dumps({"id": run.id}), flush=True)
 index = 0
 while True:
-    run.log_episodes([record(i) for i in range(index, index + 20)])
+    run.log_episodes([numbered_record(i) for i in range(index, index + 20)])
     index += 20
     print(json.dumps({"logged": index}), flush=True)
     time.sleep(0.05)

@@ -16,10 +16,10 @@ ROOT = Path(__file__).resolve().parents[2]
 PRODUCER = """
 import time
 import prime_otel as po
-from tests.spool.test_spool import record
+from tests._fixtures import numbered_record
 
 run = po.init(name="status-line", environments=["gsm8k"], model="m")
-run.log_episodes([record(i) for i in range(5)])
+run.log_episodes([numbered_record(i) for i in range(5)])
 time.sleep(2.5)
 run.finish()
 """
