@@ -2,8 +2,8 @@
 import { el, fmtCount, fmtNumber, isObject, notice, runHref, truncate } from "../dom.js";
 import { conversationOf, messagePreview } from "../messages.js";
 import { episodeView } from "../record.js";
-import { filterBar, PagedTable } from "../table.js";
-import { environmentOptions, OUTCOME_OPTIONS, outcomeBadge } from "./samples.js";
+import { PagedTable } from "../table.js";
+import { outcomeAndEnvironmentFilters, outcomeBadge } from "./samples.js";
 
 function membersOf(record) {
   return Array.isArray(record?.traces) ? record.traces.filter(isObject) : [record];
@@ -83,20 +83,7 @@ export class EpisodesTab {
         { key: "reward", label: "reward", numeric: true, sort: "reward", cell: (e) => fmtNumber(summaryReward(e)) },
       ].filter(Boolean),
     });
-    this.filters = filterBar(
-      [
-        { name: "outcome", label: "Outcome", options: OUTCOME_OPTIONS, testid: "filter-outcome" },
-        environments.length > 1
-          ? {
-              name: "environment",
-              label: "Environment",
-              options: environmentOptions(environments),
-              testid: "filter-environment",
-            }
-          : null,
-      ].filter(Boolean),
-      (filters) => this.table.setFilters(filters),
-    );
+    this.filters = outcomeAndEnvironmentFilters(environments, this.table);
   }
 
   async mount(panel) {

@@ -11,15 +11,33 @@ export function outcomeBadge(ok) {
     : el("span", { class: "badge tone-error", testid: "row-outcome" }, "error");
 }
 
-export function environmentOptions(environments) {
+function environmentOptions(environments) {
   return [["", "All environments"], ...environments.map((e) => [e.id, `${e.name} (${e.count})`])];
 }
 
-export const OUTCOME_OPTIONS = [
+const OUTCOME_OPTIONS = [
   ["", "Any outcome"],
   ["ok", "OK only"],
   ["error", "Errors only"],
 ];
+
+// The filters the samples and episodes tables share: by outcome, and by environment where there are several.
+export function outcomeAndEnvironmentFilters(environments, table) {
+  return filterBar(
+    [
+      { name: "outcome", label: "Outcome", options: OUTCOME_OPTIONS, testid: "filter-outcome" },
+      environments.length > 1
+        ? {
+            name: "environment",
+            label: "Environment",
+            options: environmentOptions(environments),
+            testid: "filter-environment",
+          }
+        : null,
+    ].filter(Boolean),
+    (filters) => table.setFilters(filters),
+  );
+}
 
 function sampleEnvironment(sample) {
   return sample?.info?.native_wrapper?.env?.id ?? null;
@@ -65,20 +83,7 @@ export class SamplesTab {
         },
       ],
     });
-    this.filters = filterBar(
-      [
-        { name: "outcome", label: "Outcome", options: OUTCOME_OPTIONS, testid: "filter-outcome" },
-        environments.length > 1
-          ? {
-              name: "environment",
-              label: "Environment",
-              options: environmentOptions(environments),
-              testid: "filter-environment",
-            }
-          : null,
-      ].filter(Boolean),
-      (filters) => this.table.setFilters(filters),
-    );
+    this.filters = outcomeAndEnvironmentFilters(environments, this.table);
   }
 
   async mount(panel) {
