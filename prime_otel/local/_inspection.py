@@ -59,29 +59,26 @@ def _count(value: Any) -> int:
     return int(number) if number is not None else 0
 
 
-def _numbers(text: Any) -> dict[str, float]:
-    """The finite numbers of a JSON object given as text (what ``json_extract`` gives for an object)."""
+def _json_object(text: Any) -> Mapping[str, Any]:
+    """A JSON object given as text (what ``json_extract`` gives for an object); empty for anything else."""
     if not isinstance(text, str):
         return {}
     try:
         value = json.loads(text)
     except ValueError:
         return {}
-    if not isinstance(value, Mapping):
-        return {}
+    return value if isinstance(value, Mapping) else {}
+
+
+def _numbers(text: Any) -> dict[str, float]:
+    """The finite numbers of a JSON object given as text."""
+    value = _json_object(text)
     return {str(name): number for name, item in value.items() if (number := _number(item)) is not None}
 
 
 def _scores(text: Any) -> dict[str, float]:
     """``{name: score}`` of a verifiers ``rewards`` object, scores that ran only."""
-    if not isinstance(text, str):
-        return {}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return {}
-    if not isinstance(value, Mapping):
-        return {}
+    value = _json_object(text)
     scores = {}
     for name, entry in value.items():
         score = _number(entry.get("score")) if isinstance(entry, Mapping) else None
