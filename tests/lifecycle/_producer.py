@@ -30,21 +30,12 @@ PRELUDE = """\
 import copy, json, os, signal, sys, threading, time, uuid
 sys.path.insert(0, {repo!r})
 import prime_otel as po
-from tests._fixtures import load_records
-
-_RECORDS = load_records("eval")
+from tests._fixtures import fresh_records, load_records
 
 
 def episodes(count):
     \"\"\"Fixture episode records under fresh ids, so every upload of each one can be told apart.\"\"\"
-    made = []
-    for number in range(count):
-        record = copy.deepcopy(_RECORDS[number % len(_RECORDS)])
-        record["id"] = uuid.uuid4().hex
-        for trace in record["traces"]:
-            trace["id"] = uuid.uuid4().hex
-        made.append(record)
-    return made
+    return fresh_records("eval", count)
 
 
 def ids(records):
