@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 from . import metrics, projection
-from ._init import init
-from ._report import Closure, DeliveryReport, SinkReport
-from ._run import Run
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, RunKind, RunStatus, TrainingSpec
 from ._version import __version__ as __version__
 from .errors import (
@@ -21,6 +18,7 @@ from .errors import (
     TransportError,
     UnauthorizedError,
 )
+from .run import Closure, DeliveryReport, Run, SinkReport, init
 
 MODE_ENV = "PRIME_RUNS_MODE"
 TRACES_OPT_OUT_ENV = "PRIME_TRACES_OPT_OUT"

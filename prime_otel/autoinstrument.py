@@ -27,9 +27,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ._conventions import RUN_STEP
-from ._run import Run
 from ._types import RunStatus
 from .records import ALL_DELTA, StepRowExporter
+from .run import Run
 
 _logger = logging.getLogger("prime_otel")
 
@@ -59,7 +59,7 @@ def zero_code_run() -> Run | None:
 
 
 def _open_from_environment() -> Run | None:
-    from ._init import init
+    from .run import init
 
     environments = [env.strip() for env in (_environ(RUN_ENVIRONMENTS_ENV) or "").split(",") if env.strip()]
     try:

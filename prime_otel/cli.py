@@ -39,8 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _sync(args: argparse.Namespace) -> int:
     """Exit 0 when everything is delivered, 2 when records may be missing or lines were unreadable, 1 on error."""
-    from ._sync import SyncOptions, sync_run_folder
     from .errors import PrimeRunsError, PrimeTracesError
+    from .offline import SyncOptions, sync_run_folder
 
     options = SyncOptions(
         api_key=args.api_key,

@@ -25,15 +25,17 @@ ROOM_OF_ROOT_MODULE = {
     "_config": "assembly",  # configuration: argument, environment, ~/.prime/config.json
     "cli": "entry",  # the ``prime-otel`` command: dispatches to sync, the gateway and the local platform
 }
-ROOM_PACKAGES = frozenset({"records", "client", "resources", "exporters", "processors", "gateway", "local"})
+ROOM_PACKAGES = frozenset(
+    {"records", "client", "resources", "exporters", "processors", "gateway", "local", "run", "offline"}
+)
 
 GROUND = "ground"
 FACADE = "facade"
 
 _SDK = frozenset({GROUND, "client", "resources", "exporters", "processors"})
 
-#: What each room may import besides itself. The facades (run, offline, sync; the gateway) stand on the shared
-#: assembly; the command line sits above them all.
+#: What each room may import besides itself. The run handle, offline runs and sync, and the gateway stand on the
+#: shared assembly; the public facade at the root stands on the run room; the command line sits above them all.
 MAY_IMPORT: dict[str, frozenset[str]] = {
     GROUND: frozenset(),
     "client": frozenset({GROUND}),
@@ -42,10 +44,10 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "processors": frozenset({GROUND, "client", "resources"}),
     "assembly": _SDK,
     "gateway": frozenset({*_SDK, "assembly"}),
-    FACADE: frozenset({*_SDK, "assembly"}),
-    "entry": frozenset(
-        {GROUND, "client", "resources", "exporters", "processors", "assembly", "gateway", FACADE, "local"}
-    ),
+    "offline": frozenset({*_SDK, "assembly"}),
+    "run": frozenset({*_SDK, "assembly", "offline"}),
+    FACADE: frozenset({*_SDK, "assembly", "run", "offline"}),
+    "entry": frozenset({*_SDK, "assembly", "gateway", "run", "offline", FACADE, "local"}),
     # The local platform only speaks HTTP: it shares no code with the SDK.
     "local": frozenset(),
 }

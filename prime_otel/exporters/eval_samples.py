@@ -22,9 +22,9 @@ from .._sink import SinkWriteError
 from ..client import EvaluationsAPI, StoredSamples, sample_key
 from ..client._readback import SETTLE_SECONDS
 from ..errors import failure_reason, is_ambiguous, is_permanent, is_record_rejection, is_transient
-from ..projection import EncodedSample, RecordInput, encode_samples, pack_sample_requests
 from ..records import RecordSpan, compact_json, is_episode, nullify, record_of
 from ._base import RecordExporter
+from ._sample_rows import EncodedSample, RecordInput, encode_samples, pack_sample_requests
 
 _logger = logging.getLogger(__name__)
 

@@ -32,9 +32,9 @@ from .. import _conventions as conv
 from .._sink import SinkStats
 from ..client import suppressed_instrumentation
 from ..errors import TransportError
-from ..projection import encode_samples
 from ..records import RecordSpan, compact_json, is_episode
 from ._base import RecordExporter
+from ._sample_rows import encode_samples
 
 _SCOPE = InstrumentationScope("prime_otel")
 _ids = RandomIdGenerator()

@@ -20,9 +20,9 @@ from .._attempts import REQUEST_PROGRESS, RequestProgress
 from .._sink import SinkWriteError
 from ..client import ObjectStorage, TrainingRunsAPI
 from ..errors import failure_reason, is_ambiguous, is_permanent, is_record_rejection
-from ..projection import episodes_to_parquet_bytes, parquet_available, sample_rows_to_parquet_bytes
 from ..records import is_episode, record_of
 from ._base import RecordExporter
+from ._parquet_rows import episodes_to_parquet_bytes, parquet_available, sample_rows_to_parquet_bytes
 
 _logger = logging.getLogger(__name__)
 

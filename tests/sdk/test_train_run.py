@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import prime_otel as po
-from prime_otel import _init
+from prime_otel.run import _init
 from prime_otel.testing import LocalPlatform, start_local_platform
 from tests._fixtures import episode_from_record, load_records
 from tests._platform import point_sdk_at

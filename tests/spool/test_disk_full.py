@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 import prime_otel as po
-from prime_otel import _init
 from prime_otel.processors import _spool
+from prime_otel.run import _init
 from prime_otel.testing import LocalPlatform
 from tests._disk import tmpfs
 from tests._fixtures import fresh_records

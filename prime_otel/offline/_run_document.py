@@ -17,10 +17,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, cast
 
-from ._config import DEFAULT_BASE_URL, DEFAULT_FRONTEND_URL, DEFAULT_TRACES_URL, Settings
-from ._types import EnvironmentRef, RunStatus, SinkPolicy, TrainingSpec
-from .client._urls import normalize_traces_url, strip_config_url
-from .errors import ConfigurationError
+from .._config import DEFAULT_BASE_URL, DEFAULT_FRONTEND_URL, DEFAULT_TRACES_URL, Settings
+from .._types import EnvironmentRef, RunStatus, SinkPolicy, TrainingSpec
+from ..client._urls import normalize_traces_url, strip_config_url
+from ..errors import ConfigurationError
 
 URL_FIELDS = ("base_url", "traces_url", "frontend_url")
 _DEFAULT_URLS = {

@@ -22,14 +22,12 @@ from typing import Any
 
 from prime_traces import LineFormat
 
-from ._backends import EvalBackend, RunSpec, TrainingBackend
-from ._config import Settings, resolve_settings
-from ._files import write_json_atomically
-from ._offline import EPISODES_FILE, METRICS_FILE, RUN_FILE, SAMPLES_FILE, TRACES_FILE
-from ._run_document import RunDocument, RunDocumentError
-from ._sink import Sink
-from ._types import RunStatus
-from .client import (
+from .._backends import EvalBackend, RunSpec, TrainingBackend
+from .._config import Settings, resolve_settings
+from .._files import write_json_atomically
+from .._sink import Sink
+from .._types import RunStatus
+from ..client import (
     EvaluationsAPI,
     PlatformHTTP,
     TrainingRunsAPI,
@@ -37,12 +35,14 @@ from .client import (
     traces_client,
     training_dashboard_url,
 )
-from .client._urls import normalize_traces_url
-from .errors import ConfigurationError, ForbiddenError, is_ambiguous
-from .exporters.traces import upload_context
-from .processors._spool import RunSpool, SpooledRecord
-from .projection import ENVELOPE_BYTES, MAX_SAMPLES_PAYLOAD_BYTES, EncodedSample, pack_sample_requests
-from .records import compact_json, stamp_run
+from ..client._urls import normalize_traces_url
+from ..errors import ConfigurationError, ForbiddenError, is_ambiguous
+from ..exporters.traces import upload_context
+from ..processors._spool import RunSpool, SpooledRecord
+from ..projection import ENVELOPE_BYTES, MAX_SAMPLES_PAYLOAD_BYTES, EncodedSample, pack_sample_requests
+from ..records import compact_json, stamp_run
+from ._run_document import RunDocument, RunDocumentError
+from ._writer import EPISODES_FILE, METRICS_FILE, RUN_FILE, SAMPLES_FILE, TRACES_FILE
 
 _logger = logging.getLogger("prime_otel")
 
@@ -417,8 +417,8 @@ class SpoolSync:
     def run(self) -> SyncResult:
         from opentelemetry.sdk.resources import Resource
 
-        from .processors._slot import SinkSlot
-        from .records import RecordSpan
+        from ..processors._slot import SinkSlot
+        from ..records import RecordSpan
 
         resource = Resource.create({"run.id": self.run_id})
         uploaded: dict[str, int] = {}
@@ -488,8 +488,8 @@ class SpoolSync:
 
     def _sinks(self) -> dict[str, list[Sink]]:
         """The sinks of each spooled stream, made the way the live run made them (sink policy, opt-out)."""
-        from ._assembly import sdk_record_sinks, step_metric_sinks
-        from .exporters.rft_samples import DEFAULT_STEP_INTERVAL
+        from .._assembly import sdk_record_sinks, step_metric_sinks
+        from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL
 
         document = self.document
         context = upload_context(self.kind, framework=document.framework, model=document.model)

@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ._files import write_json_atomically
-from .projection import encode_samples
-from .records import EncodedRecord, UnencodableRecord, compact_json, encode_record, is_episode
+from .._files import write_json_atomically
+from ..projection import encode_samples
+from ..records import EncodedRecord, UnencodableRecord, compact_json, encode_record, is_episode
 
 RUN_FILE = "run.json"
 EPISODES_FILE = "episodes.jsonl"

@@ -19,23 +19,23 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.trace import Tracer
 
-from ._backends import RunBackend
+from .._backends import RunBackend
+from .._files import write_json_atomically
+from .._fork import register_for_fork_reset
+from .._types import CONFIG_SOURCE_KEY, ConfigSource, RunStatus
+from ..client import PlatformHTTP
+from ..errors import RunFinishedError
+from ..exporters.otlp import OtlpRecordSink
+from ..exporters.traces import PrimeTracesExporter
+from ..offline._writer import RUN_FILE, OfflineRunWriter
+from ..processors import RecordProcessor, RunLifecycleProcessor, SinkSlot, StepMetricsUploader, Uploader
+from ..processors._spool import DISK_FULL, RunSpool
+from ..records import clean, loggable, metric_row
+from ..resources import RunAdvertisement, RunIdentity
 from ._containment import ErrorNotes, describe
 from ._exit_paths import SIGNAL_FINISH_TIMEOUT_SECONDS, AtexitHook, SignalChain
-from ._files import write_json_atomically
-from ._fork import register_for_fork_reset
-from ._offline import RUN_FILE, OfflineRunWriter
 from ._report import Closure, DeliveryReport, SinkReport
 from ._status_line import Progress, StatusLine
-from ._types import CONFIG_SOURCE_KEY, ConfigSource, RunStatus
-from .client import PlatformHTTP
-from .errors import RunFinishedError
-from .exporters.otlp import OtlpRecordSink
-from .exporters.traces import PrimeTracesExporter
-from .processors import RecordProcessor, RunLifecycleProcessor, SinkSlot, StepMetricsUploader, Uploader
-from .processors._spool import DISK_FULL, RunSpool
-from .records import clean, loggable, metric_row
-from .resources import RunAdvertisement, RunIdentity
 
 _logger = logging.getLogger("prime_otel")
 

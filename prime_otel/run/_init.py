@@ -14,25 +14,25 @@ from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
 
-from ._assembly import sdk_record_sinks, sink_slots, step_metric_sinks
-from ._backends import EvalBackend, RunBackend, RunSpec, TrainingBackend
-from ._config import Settings, resolve_mode, resolve_settings, resolve_traces_opt_out
+from .._assembly import sdk_record_sinks, sink_slots, step_metric_sinks
+from .._backends import EvalBackend, RunBackend, RunSpec, TrainingBackend
+from .._config import Settings, resolve_mode, resolve_settings, resolve_traces_opt_out
+from .._files import write_json_atomically
+from .._fork import register_for_fork_reset
+from .._sink import Sink
+from .._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, SinkPolicy, TrainingSpec
+from ..client import EvaluationsAPI, PlatformHTTP, TrainingRunsAPI
+from ..errors import ConfigurationError
+from ..exporters.otlp import OtlpMetricsSink, OtlpRecordSink, default_metric_exporter, default_span_exporter
+from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL
+from ..exporters.traces import upload_context
+from ..offline._run_document import producer_process, recorded_urls
+from ..offline._writer import RUN_FILE, OfflineRunWriter, offline_run_id
+from ..processors import TRAINING_PAUSE_SECONDS, RecordProcessor, StepMetricsUploader
+from ..processors._spool import DEFAULT_SPOOL_MAX_BYTES, SPOOL_DIR, RunSpool
+from ..resources import RunAdvertisement, RunIdentity, detect_rank, inherited_run, run_resource
 from ._containment import ErrorNotes, OnError
-from ._files import write_json_atomically
-from ._fork import register_for_fork_reset
-from ._offline import RUN_FILE, OfflineRunWriter, offline_run_id
 from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run, RunParts
-from ._run_document import producer_process, recorded_urls
-from ._sink import Sink
-from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, SinkPolicy, TrainingSpec
-from .client import EvaluationsAPI, PlatformHTTP, TrainingRunsAPI
-from .errors import ConfigurationError
-from .exporters.otlp import OtlpMetricsSink, OtlpRecordSink, default_metric_exporter, default_span_exporter
-from .exporters.rft_samples import DEFAULT_STEP_INTERVAL
-from .exporters.traces import upload_context
-from .processors import TRAINING_PAUSE_SECONDS, RecordProcessor, StepMetricsUploader
-from .processors._spool import DEFAULT_SPOOL_MAX_BYTES, SPOOL_DIR, RunSpool
-from .resources import RunAdvertisement, RunIdentity, detect_rank, inherited_run, run_resource
 
 _logger = logging.getLogger("prime_otel")
 

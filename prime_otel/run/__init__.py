@@ -1,0 +1,8 @@
+"""The run handle and everything about its life: ``init()``, ``Run``, exit paths, containment, the status
+line and the delivery report."""
+
+from ._init import init
+from ._report import Closure, DeliveryReport, SinkReport
+from ._run import Run
+
+__all__ = ["Closure", "DeliveryReport", "Run", "SinkReport", "init"]
