@@ -112,11 +112,10 @@ def resolve_mode(arg: str | None, settings: Settings, environ: Mapping[str, str]
             return "online"
         logger.warning("no API key found (set PRIME_API_KEY or run `prime login`); this run will not be tracked")
         return "disabled"
-    if not isinstance(raw, str):
-        raise ConfigurationError(f"mode must be one of {', '.join(_MODES)}, got {raw!r}")
-    mode = next((candidate for candidate in _MODES if candidate == raw.strip().lower()), None)
+    mode = next((candidate for candidate in _MODES if isinstance(raw, str) and candidate == raw.strip().lower()), None)
     if mode is None:
-        raise ConfigurationError(f"mode must be one of {', '.join(_MODES)}, got {raw!r}")
+        # 0.1.4's wording, with the mode it did not have.
+        raise ConfigurationError(f"mode={raw!r} is not one of 'online', 'offline' or 'disabled'")
     if mode == "online" and not settings.api_key:
         raise ConfigurationError(
             'mode="online" needs an API key: set PRIME_API_KEY, run `prime login`, '
