@@ -26,6 +26,7 @@ from opentelemetry.sdk.metrics.export import MetricExporter, MetricExportResult,
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from . import compat
 from ._conventions import RUN_STEP
 from ._types import RunStatus
 from .records import ALL_DELTA, StepRowExporter
@@ -115,6 +116,8 @@ class PrimeConfigurator(_BaseConfigurator):
     """``OTEL_PYTHON_CONFIGURATOR=prime``: the run's private providers become the global ones."""
 
     def _configure(self, **kwargs: Any) -> None:
+        if compat.requested():
+            return  # an unmodified prime-runs producer opens its own run with prime_runs.init()
         run = zero_code_run()
         if run is None or run.tracer_provider is None:
             return

@@ -404,6 +404,7 @@ class Run:
         if backend is None:
             return
         summary = self._summary_for_platform()
+        self.summary.update(summary)  # the run's summary is what the platform got, ``prime_runs`` block included
         config = None if parts.attached else (self.config or None)
         self._quietly("updating the run", lambda: backend.update(self.id, config=config, summary=summary or None))
         if parts.attached and status is not RunStatus.COMPLETED:
@@ -623,7 +624,7 @@ class Run:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> Literal[False]:
         if exc is None:
             self.finish()
