@@ -144,3 +144,72 @@ def resolve_traces_opt_out(
     if isinstance(file_value, str):
         return file_value.strip().lower() in _TRUE_WORDS
     return bool(file_value)
+
+
+SINKS_ENV = "PRIME_OTEL_SINKS"
+SAMPLES_STEP_INTERVAL_ENV = "PRIME_OTEL_SAMPLES_STEP_INTERVAL"
+SPOOL_MAX_BYTES_ENV = "PRIME_OTEL_SPOOL_MAX_BYTES"
+FINISH_TIMEOUT_ENV = "PRIME_OTEL_FINISH_TIMEOUT"
+STATUS_LINE_ENV = "PRIME_OTEL_STATUS_LINE"
+
+
+def _from_environment(name: str, environ: Mapping[str, str]) -> str | None:
+    value = environ.get(name, "").strip()
+    return value or None
+
+
+def resolve_choice(
+    arg: str | None, env_name: str, choices: tuple[str, ...], default: str, environ: Mapping[str, str] = os.environ
+) -> str:
+    """Argument → ``env_name`` (one of ``choices``, any case, else ``ConfigurationError`` naming the variable) →
+    ``default``. The argument is returned as given: its caller checks it."""
+    if arg is not None:
+        return arg
+    raw = _from_environment(env_name, environ)
+    if raw is None:
+        return default
+    if raw.lower() not in choices:
+        raise ConfigurationError(f"{env_name}={raw!r} is not one of {', '.join(choices)}")
+    return raw.lower()
+
+
+def resolve_number(
+    arg: float | None, env_name: str, default: float | None, environ: Mapping[str, str] = os.environ
+) -> float | None:
+    """Argument → ``env_name`` (a number, else ``ConfigurationError`` naming the variable) → ``default``."""
+    if arg is not None:
+        return arg
+    raw = _from_environment(env_name, environ)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{env_name}={raw!r} is not a number") from None
+
+
+def resolve_count(arg: int | None, env_name: str, default: int, environ: Mapping[str, str] = os.environ) -> int:
+    """Argument → ``env_name`` (a whole number, else ``ConfigurationError`` naming the variable) → ``default``."""
+    if arg is not None:
+        return arg
+    raw = _from_environment(env_name, environ)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{env_name}={raw!r} is not a whole number") from None
+
+
+def resolve_flag(arg: bool | None, env_name: str, default: bool, environ: Mapping[str, str] = os.environ) -> bool:
+    """Argument → ``env_name`` (yes/no words, else ``ConfigurationError`` naming the variable) → ``default``."""
+    if arg is not None:
+        return bool(arg)
+    raw = _from_environment(env_name, environ)
+    if raw is None:
+        return default
+    if raw.lower() in _TRUE_WORDS:
+        return True
+    if raw.lower() in _FALSE_WORDS:
+        return False
+    raise ConfigurationError(f"{env_name}={raw!r} is not one of {', '.join(sorted(_TRUE_WORDS | _FALSE_WORDS))}")
