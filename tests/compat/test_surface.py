@@ -54,6 +54,10 @@ def test_the_names_prime_runs_callers_pass_by_keyword_are_accepted(tmp_path: Pat
     assert prime_otel.projection.batch_samples(samples=rows) == prime_runs.projection.batch_samples(samples=rows)
     source = prime_otel.ConfigSource.from_mapping(value={"text": "x = 1", "format": "toml"})
     assert source == prime_otel.ConfigSource(text="x = 1")
+    row = {"sample_id": "é", "reward": 0.5, "metrics": {"turns": 2}}
+    assert prime_otel.projection.json_bytes(row) == prime_runs.projection.json_bytes(row)
+    # A NaN is sent as null, so it counts as null (0.1.4 raised ValueError here).
+    assert prime_otel.projection.json_bytes({"reward": float("nan")}) == len(b'{"reward":null}')
     launched = tmp_path / "eval.toml"
     launched.write_text("model = 'Qwen/Qwen3-8B'\n")
     coerced = prime_otel.ConfigSource.coerce(launched)
