@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import re
 import sys
 import threading
 from collections.abc import Sequence
@@ -30,7 +31,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from . import compat
-from ._config import STATUS_LINE_ENV, resolve_flag
+from ._config import SAMPLES_STEP_INTERVAL_ENV, STATUS_LINE_ENV, resolve_flag
 from ._conventions import RUN_STEP
 from ._types import RunStatus, TrainingSpec
 from .errors import ConfigurationError
@@ -66,6 +67,7 @@ _VARIABLE_OF_ARGUMENT = {
     "api_key": "PRIME_API_KEY",
     "mode": "PRIME_RUNS_MODE",
     "training": ", ".join(TRAINING_ENV.values()),
+    "samples_step_interval": SAMPLES_STEP_INTERVAL_ENV,
 }
 
 _lock = threading.Lock()
@@ -114,7 +116,7 @@ def _in_variables(message: str) -> str:
     named = [
         f"{argument}= is {variable}"
         for argument, variable in _VARIABLE_OF_ARGUMENT.items()
-        if f"{argument}=" in message
+        if re.search(rf"\b{argument}(=| must)", message)
     ]
     return f"{message} (here {'; '.join(named)})" if named else message
 

@@ -15,6 +15,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from .._conventions import CHILD_SPANS, EPISODE_SPAN
+from .._fork import register_for_fork_reset
 from ..offline._writer import OfflineRunWriter
 from ..records import RECORD_SPAN_NAMES, child_summary, record_from_attributes
 
@@ -25,6 +26,12 @@ class OfflineRecordSpans(SpanProcessor):
     def __init__(self, writer: OfflineRunWriter) -> None:
         self._writer = writer
         self._children: dict[int, list[dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+        register_for_fork_reset(self)
+
+    def reset_after_fork(self) -> None:
+        """A forked child starts with no open episode spans and a lock nobody holds."""
+        self._children = {}
         self._lock = threading.Lock()
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:

@@ -139,6 +139,10 @@ def test_description_tags_and_attach_are_read_from_the_environment(
         ({"PRIME_RUN_ENVIRONMENTS": "gsm8k", "PRIME_OTEL_SINKS": "all"}, "PRIME_OTEL_SINKS='all' is not one of"),
         ({"PRIME_RUN_ENVIRONMENTS": "gsm8k", "PRIME_RUN_MAX_STEPS": "30"}, "set PRIME_RUN_KIND=train"),
         ({"PRIME_RUN_ENVIRONMENTS": "gsm8k", "PRIME_RUN_KIND": "train"}, "model= is PRIME_RUN_MODEL"),
+        (
+            {"PRIME_RUN_ENVIRONMENTS": "gsm8k", "PRIME_OTEL_SAMPLES_STEP_INTERVAL": "0"},
+            "samples_step_interval= is PRIME_OTEL_SAMPLES_STEP_INTERVAL",
+        ),
     ],
 )
 def test_a_missing_or_wrong_variable_is_named_in_one_line_without_a_traceback(
