@@ -25,7 +25,7 @@ import logging
 import os
 import runpy
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import ModuleType
 
 AS_PRIME_RUNS_ENV = "PRIME_OTEL_AS_PRIME_RUNS"
@@ -117,7 +117,7 @@ def uninstall() -> None:
             del sys.modules[name]
 
 
-def requested(environ: dict[str, str] | os._Environ[str] = os.environ) -> bool:
+def requested(environ: Mapping[str, str] = os.environ) -> bool:
     return environ.get(AS_PRIME_RUNS_ENV, "").strip().lower() in _TRUE_WORDS
 
 
