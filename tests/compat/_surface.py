@@ -5,9 +5,9 @@ excluded) without a leading underscore. Each prime-runs module is compared with 
 compatibility shim resolves it to (``prime_otel.compat.MODULES``); a prime-runs module the shim does not provide
 is one difference (its submodules are not visited). For every name: presence; for an object both sides share,
 nothing more; for a function or class, its call signature (parameter positions, keyword names, which are
-required, simple defaults); for a class, its public members (on a disabled ``Run`` instance for ``Run``), whether
-it is a frozen dataclass, an enum's members with their ``str()``, a ``TypedDict``'s keys; for a ``Literal``
-alias, its values (more is compatible); for a constant, its value.
+required, simple defaults); for a class, its public members (on a disabled ``Run`` instance for ``Run``; a
+method must stay a method, a value a value), whether it is a frozen dataclass, an enum's members with their
+``str()``, a ``TypedDict``'s keys; for a ``Literal`` alias, its values (more is compatible); for a constant, its value.
 
 Run ``python -m tests.compat._surface`` to print the differences.
 """
@@ -216,11 +216,18 @@ def _compare_classes(name: str, old: type, new: type) -> Iterator[Difference]:
         if member not in new_members:
             yield Difference(f"{name}.{member}", "not provided", "")
             continue
-        old_attr = inspect.getattr_static(old, member, None)
-        if inspect.isfunction(old_attr) or isinstance(old_attr, (classmethod, staticmethod)):
+        old_attr, new_attr = inspect.getattr_static(old, member, None), inspect.getattr_static(new, member, None)
+        if _is_method(old_attr) != _is_method(new_attr):
+            yield Difference(f"{name}.{member}", "kind of member", "a method on one side, a value on the other")
+        elif _is_method(old_attr):
             problems = signature_problems(getattr(old, member), getattr(new, member))
             if problems:
                 yield Difference(f"{name}.{member}", "signature", "; ".join(problems))
+
+
+def _is_method(attribute: Any) -> bool:
+    """A function, classmethod or staticmethod; a property, a class attribute or an instance attribute is a value."""
+    return inspect.isfunction(attribute) or isinstance(attribute, (classmethod, staticmethod))
 
 
 def _frozen(cls: type) -> bool:
