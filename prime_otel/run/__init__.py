@@ -9,7 +9,7 @@ from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run
 
 #: How long ``finish()`` lets queued uploads drain by default (``finish_timeout=`` changes it).
 DEFAULT_FINISH_TIMEOUT = DEFAULT_FINISH_TIMEOUT_SECONDS
-#: A training sink that keeps failing transiently pauses this long, then is tried again (never retired).
+#: A training sink that failed transiently three times in a row pauses this long, then is tried again.
 TRAIN_RETIRE_COOLDOWN = TRAINING_PAUSE_SECONDS
 
 __all__ = [
