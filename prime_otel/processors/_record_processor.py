@@ -68,7 +68,12 @@ class RecordProcessor(Uploader, SpanProcessor):
         self.genai.on_start(span)
 
     def on_end(self, span: ReadableSpan) -> None:
-        assembled = self.genai.on_end(span)
+        try:
+            assembled = self.genai.on_end(span)
+        except Exception as error:
+            _logger.debug("assembling a GenAI episode failed", exc_info=True)
+            self._count_unusable(span, f"GenAI episode not assembled: {type(error).__name__}")
+            return
         if assembled is not None:
             with self._children_lock:
                 self._children.pop(span.context.span_id, None)
