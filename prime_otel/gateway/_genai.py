@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..records._genai import GenAISpan, assemble_episode, marks_episode
+from ..records._genai import GenAISpan, assemble_episode, has_genai_content, marks_episode
 
 _logger = logging.getLogger(__name__)
 
@@ -109,6 +109,9 @@ def _assemble(traces: list[_Trace]) -> list[tuple[int, dict[str, Any]]]:
     out = []
     for trace in traces:
         for rank, episode in trace.episodes:
+            if not has_genai_content(episode, trace.spans):
+                _logger.warning("an episode span without a record and without GenAI spans carries nothing; it is lost")
+                continue
             try:
                 record = assemble_episode(episode, trace.spans, adopt_orphans=True, spans_dropped=trace.dropped)
             except Exception:

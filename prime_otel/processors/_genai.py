@@ -12,7 +12,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan, Span
 
 from .. import _conventions as conv
-from ..records._genai import GenAISpan, assemble_episode, marks_episode
+from ..records._genai import GenAISpan, assemble_episode, has_genai_content, marks_episode
 
 _logger = logging.getLogger(__name__)
 
@@ -66,7 +66,8 @@ class GenAIEpisodes:
                 )
 
     def on_end(self, span: ReadableSpan) -> dict[str, Any] | None:
-        """Keeps a span of a trace with an open episode; for an episode span, returns its assembled record."""
+        """Keeps a span of a trace with an open episode; for an episode span, returns its assembled record (None
+        when no GenAI span and no evaluation came with it)."""
         trace_id = span.context.trace_id
         episode = marks_episode(span.name, span.attributes or {})
         with self._lock:
@@ -88,9 +89,12 @@ class GenAIEpisodes:
                 trace.open_episodes -= 1
                 if trace.open_episodes <= 0:
                     self._traces.pop(trace_id, None)
+        episode_view, views = GenAISpan.of(span), [GenAISpan.of(each) for each in spans]
+        if not has_genai_content(episode_view, views):
+            return None
         record = assemble_episode(
-            GenAISpan.of(span),
-            [GenAISpan.of(each) for each in spans],
+            episode_view,
+            views,
             adopt_orphans=not started,
             spans_dropped=dropped,
         )

@@ -89,7 +89,8 @@ class RecordProcessor(Uploader, SpanProcessor):
             self._unrecorded += 1
             if self._unrecorded == 1:
                 _logger.warning(
-                    "an %r span without a %s or %s attribute carries no record; it reaches no sink",
+                    "an %r span without a %s or %s attribute (and without GenAI spans under it) carries no record; "
+                    "it reaches no sink",
                     span.name,
                     RECORD_JSON,
                     RECORD_MAP,

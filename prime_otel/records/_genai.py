@@ -96,6 +96,14 @@ def marks_episode(name: str, attributes: Mapping[str, Any]) -> bool:
     return name == conv.EPISODE_SPAN or attributes.get(conv.EPISODE_MARKER) is True
 
 
+def has_genai_content(episode: GenAISpan, spans: Iterable[GenAISpan]) -> bool:
+    """Whether there is anything to assemble: a GenAI span in the trace or an evaluation on the episode span (an
+    episode span with neither is a producer's span that lost its record, not a GenAI episode)."""
+    if any(event.name == conv.EVALUATION_EVENT for event in episode.events):
+        return True
+    return any(span.trace_id == episode.trace_id and span.operation is not None for span in spans)
+
+
 def assemble_episode(
     episode: GenAISpan, spans: Iterable[GenAISpan], *, adopt_orphans: bool = False, spans_dropped: int = 0
 ) -> dict[str, Any]:

@@ -281,11 +281,15 @@ def test_in_process_the_oldest_open_episode_trace_is_given_up_past_the_bound() -
     first = tracer.start_span("episode")
     with use_span(first):
         chat(tracer, [USER], ANSWER)
-    second = tracer.start_span("episode")  # a second trace with an open episode: the first one's spans go
-    second.end()
+    reward(first, "correct", 1.0)
+    with tracer.start_as_current_span("episode"):  # a second trace with an open episode: the first one's spans go
+        chat(tracer, [USER], ANSWER)
     first.end()
     assert collecting.episodes.evicted_traces == 1
-    assert [len(record["traces"][0]["calls"]) for record in collecting.records] == [0, 0]
+    second_record, first_record = collecting.records
+    assert len(second_record["traces"][0]["calls"]) == 1
+    assert first_record["traces"][0]["calls"] == []
+    assert first_record["traces"][0]["rewards"] == {"correct": {"score": 1.0, "weight": 1.0}}
 
 
 def test_log_episodes_spans_tell_the_same_genai_story_from_objects_and_from_their_records() -> None:
