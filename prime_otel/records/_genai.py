@@ -132,6 +132,10 @@ def assemble_episode(
     group = attributes.get(conv.GROUP_ID)
     if isinstance(group, str) and group:
         record["group"] = {"id": group}
+    step = _count(attributes.get(conv.RUN_STEP))
+    if step is not None:
+        # A training episode: the SDK stamps the run's id and kind; the dispatch step is the producer's.
+        record["run"] = {"type": "train", "id": "", "work": {"type": "train", "step": step}}
     record["ok"] = not episode_errors and all(trace["ok"] for trace in traces)
     record["is_timeout"] = False
     record["errors"] = episode_errors

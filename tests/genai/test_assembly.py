@@ -7,13 +7,15 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pyarrow
+import pyarrow.parquet
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.trace import Tracer, use_span
 
 from prime_otel.gateway._genai import EpisodeAssembler
 from prime_otel.processors._genai import GenAIEpisodes
-from prime_otel.projection import build_samples
+from prime_otel.projection import build_samples, episodes_to_parquet_bytes
 from prime_otel.records._genai import GenAISpan, assemble_episode, marks_episode
 from prime_otel.records._genai_view import genai_view
 from tests._fixtures import episode_from_record, load_episodes, load_records
@@ -302,3 +304,16 @@ def test_log_episodes_spans_tell_the_same_genai_story_from_objects_and_from_thei
         ]
         assert from_record["gen_ai.conversation.id"] == record["id"]
         assert len(record_events) == sum(len(trace["rewards"]) for trace in record["traces"])
+
+
+def test_a_training_episode_names_its_step_and_becomes_a_parquet_row() -> None:
+    def at_step(tracer: Tracer) -> None:
+        with tracer.start_as_current_span("episode", attributes={"prime.run.step": 7, "prime.group.id": "g1"}):
+            chat(tracer, [USER], ANSWER)
+
+    record = assembled(finished_spans(at_step))
+    assert record["run"]["work"] == {"type": "train", "step": 7}
+    assert record["group"] == {"id": "g1"}
+    assert_verifiers_reads_it_back(assembled(finished_spans(at_step)))
+    table = pyarrow.parquet.read_table(pyarrow.BufferReader(episodes_to_parquet_bytes([record], "run-1", 7)))
+    assert table.num_rows == 1
