@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 
 from .. import _conventions as conv
 from ..client import suppressed_instrumentation
-from ..records import RecordSpan
+from ..records import PlainRecordSpan, RecordSpan
 from .otlp import OtlpMetricsSink, record_span_out
 
 _logger = logging.getLogger(__name__)
@@ -162,7 +162,10 @@ class OtlpTee(SpanProcessor):
 
     def _send_records(self, spans: list[ReadableSpan]) -> None:
         for span in spans:
-            self._spans.on_end(record_span_out(span, self._resource) if isinstance(span, RecordSpan) else span)
+            # A span ended through the run's tracer (a plain-API record, an assembled GenAI episode) was teed as
+            # it ended; a second copy would repeat its span id.
+            if isinstance(span, RecordSpan) and not isinstance(span, PlainRecordSpan):
+                self._spans.on_end(record_span_out(span, self._resource))
 
     def _send_rows(self, rows: list[dict[str, Any]]) -> None:
         self._metrics.write(rows)

@@ -14,12 +14,18 @@ from opentelemetry.sdk.trace import Event
 from .. import _conventions as conv
 
 
-def _get(value: Any, name: str) -> Any:
-    return value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
+def _key(value: Any, name: str) -> Any:
+    return value.get(name) if value is not None else None
+
+
+def _attribute(value: Any, name: str) -> Any:
+    return getattr(value, name, None)
 
 
 def genai_view(record: Any, event_time_ns: int) -> tuple[dict[str, Any], list[Event]]:
-    """The GenAI attributes and evaluation events of an episode (or bare trace) record."""
+    """The GenAI attributes and evaluation events of an episode (or bare trace) record: a mapping all the way
+    down (a record), or objects all the way down (verifiers models) but for the rewards dict."""
+    _get = _key if isinstance(record, Mapping) else _attribute
     traces = _get(record, "traces")
     members = list(traces) if isinstance(traces, (list, tuple)) else [record]
     attributes: dict[str, Any] = {conv.GEN_AI_OPERATION: conv.INVOKE_AGENT}

@@ -20,7 +20,7 @@ from prime_otel import _conventions as conv
 from prime_otel._backends import EvalBackend, RunSpec
 from prime_otel._types import EnvironmentRef
 from prime_otel.client import EvaluationsAPI, PlatformHTTP
-from prime_otel.testing import LocalPlatform
+from prime_otel.testing import LocalPlatform, start_local_platform
 from tests._fixtures import load_episodes
 from tests._platform import point_sdk_at
 from tests.gateway._gateway import Gateway, wait_for
@@ -51,7 +51,11 @@ service:
     traces:
       receivers: [otlp]
       exporters: [debug]
+    metrics:
+      receivers: [otlp]
+      exporters: [debug]
 """
+TEAM = "team_genai"
 
 
 @pytest.fixture
@@ -189,3 +193,30 @@ def test_the_tee_sends_episode_spans_with_genai_attributes_and_evaluation_events
             if reward is not None:
                 assert f"-> gen_ai.evaluation.score.value: Double({_go_number(reward.score)})" in block
     assert any(re.search(r"Name\s+: judge call\n", block) for block in blocks)
+
+
+def test_the_tee_sends_a_training_runs_step_metrics_as_points_carrying_the_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every logged step reaches the platform's metrics and, as a gauge point with ``prime.run.step``, the tee."""
+    config = tmp_path / "debug.yaml"
+    config.write_text(DEBUG_CONFIG)
+    with (
+        start_local_platform(tmp_path / "platform", teams=[TEAM]) as platform,
+        Collector(config, tmp_path / "tee-collector.log", {}) as collector,
+    ):
+        point_sdk_at(platform, monkeypatch, tmp_path)
+        monkeypatch.setenv("PRIME_TEAM_ID", TEAM)
+        run = po.init(
+            kind="train", model="m", environments=["gsm8k"], sinks="legacy", tee_otlp_endpoint=collector.endpoint
+        )
+        for step in (1, 2):
+            run.log_metrics({"genai_tee_loss": 0.5 / step}, step=step)
+        report = run.finish()
+        assert report is not None and report.complete
+        wait_for(lambda: collector.output().count("genai_tee_loss") >= 2, "the teed metric points")
+        output = collector.output()
+    platform_rows = next(sink for sink in report.sinks if sink.sink == "rft_metrics")
+    assert (platform_rows.delivered, platform_rows.failed) == (2, 0)
+    points = re.findall(r"-> prime\.run\.step: Int\((\d+)\)[\s\S]*?Value: ([\d.]+)", output)
+    assert sorted(points) == [("1", "0.500000"), ("2", "0.250000")]
