@@ -12,7 +12,9 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan, Span
 
 from .. import _conventions as conv
-from ..records._genai import GenAISpan, assemble_episode, has_genai_content, marks_episode
+from .._conventions import EPISODE_SPAN
+from ..records import PlainRecordSpan, UnencodableRecord
+from ..records._genai import GenAISpan, assemble_episode, marks_episode
 
 _logger = logging.getLogger(__name__)
 
@@ -42,7 +44,6 @@ class GenAIEpisodes:
         self._traces: OrderedDict[int, _TraceSpans] = OrderedDict()
         self._lock = threading.Lock()
         self.evicted_traces = 0
-        self.assembled = 0
 
     def on_start(self, span: Span) -> None:
         if not marks_episode(span.name, span.attributes or {}):
@@ -65,9 +66,9 @@ class GenAIEpisodes:
                     self._max_traces,
                 )
 
-    def on_end(self, span: ReadableSpan) -> dict[str, Any] | None:
-        """Keeps a span of a trace with an open episode; for an episode span, returns its assembled record (None
-        when no GenAI span and no evaluation came with it)."""
+    def on_end(self, span: ReadableSpan) -> PendingEpisode | None:
+        """Keeps a span of a trace with an open episode; for an episode span, returns it with the spans kept under
+        it, to assemble (None when no GenAI span and no evaluation came with it)."""
         trace_id = span.context.trace_id
         episode = marks_episode(span.name, span.attributes or {})
         with self._lock:
@@ -89,18 +90,40 @@ class GenAIEpisodes:
                 trace.open_episodes -= 1
                 if trace.open_episodes <= 0:
                     self._traces.pop(trace_id, None)
-        episode_view, views = GenAISpan.of(span), [GenAISpan.of(each) for each in spans]
-        if not has_genai_content(episode_view, views):
+        evaluated = any(event.name == conv.EVALUATION_EVENT for event in span.events)
+        if not evaluated and not any(conv.GEN_AI_OPERATION in (each.attributes or {}) for each in spans):
             return None
-        record = assemble_episode(
-            episode_view,
-            views,
-            adopt_orphans=not started,
-            spans_dropped=dropped,
-        )
-        self.assembled += 1
-        return record
+        return PendingEpisode(span, spans, dropped, adopt_orphans=not started)
 
     def reset_after_fork(self) -> None:
         self._traces = OrderedDict()
         self._lock = threading.Lock()
+
+
+class PendingEpisode:
+    """An ended episode span and the spans kept under it, assembled on the uploader's thread (a long conversation
+    costs milliseconds, which the producer's ``span.end()`` must not pay)."""
+
+    __slots__ = ("_adopt_orphans", "_dropped", "_spans", "span")
+
+    def __init__(self, span: ReadableSpan, spans: list[ReadableSpan], dropped: int, *, adopt_orphans: bool) -> None:
+        self.span = span
+        self._spans = spans
+        self._dropped = dropped
+        self._adopt_orphans = adopt_orphans
+
+    def record(self) -> dict[str, Any]:
+        """The assembled record; :class:`UnencodableRecord` (counted failed on every sink) when assembly fails."""
+        try:
+            return assemble_episode(
+                GenAISpan.of(self.span),
+                [GenAISpan.of(each) for each in self._spans],
+                adopt_orphans=self._adopt_orphans,
+                spans_dropped=self._dropped,
+            )
+        except Exception as error:
+            _logger.debug("assembling a GenAI episode failed", exc_info=True)
+            raise UnencodableRecord(f"GenAI episode not assembled: {type(error).__name__}") from error
+
+    def record_span(self) -> PlainRecordSpan:
+        return PlainRecordSpan(self.span, self.record(), [], name=EPISODE_SPAN)

@@ -23,7 +23,7 @@ from ..records import (
     record_kind,
     why_unencodable,
 )
-from ._genai import GenAIEpisodes
+from ._genai import GenAIEpisodes, PendingEpisode
 from ._slot import SinkSlot
 from ._spool import RunSpool, SpooledRecord
 from ._uploader import DEFAULT_MAX_QUEUE_BATCHES, DEFAULT_PUT_TIMEOUT_SECONDS, Uploader
@@ -68,16 +68,11 @@ class RecordProcessor(Uploader, SpanProcessor):
         self.genai.on_start(span)
 
     def on_end(self, span: ReadableSpan) -> None:
-        try:
-            assembled = self.genai.on_end(span)
-        except Exception as error:
-            _logger.debug("assembling a GenAI episode failed", exc_info=True)
-            self._count_unusable(span, f"GenAI episode not assembled: {type(error).__name__}")
-            return
-        if assembled is not None:
+        pending = self.genai.on_end(span)
+        if pending is not None:
             with self._children_lock:
                 self._children.pop(span.context.span_id, None)
-            self._put(EPISODE_SPAN, [PlainRecordSpan(span, assembled, [], name=EPISODE_SPAN)])
+            self._put(EPISODE_SPAN, [pending])
             return
         if span.name not in RECORD_SPAN_NAMES:
             self._adopt_child(span)
@@ -122,7 +117,11 @@ class RecordProcessor(Uploader, SpanProcessor):
         spans: list[RecordSpan] = []
         for item in items:
             try:
-                span = item if isinstance(item, RecordSpan) else RecordSpan(item, self._resource, logged_at)
+                span: RecordSpan
+                if isinstance(item, PendingEpisode):
+                    span = item.record_span()
+                else:
+                    span = item if isinstance(item, RecordSpan) else RecordSpan(item, self._resource, logged_at)
                 _encode_and_check(span)
             except Exception as error:
                 self._count_unusable(item, why_unencodable(error))

@@ -292,16 +292,17 @@ class _Seat:
         self, span: GenAISpan, graph: _Graph, definitions: list[dict[str, Any]]
     ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         attributes = span.attributes
-        inputs = _messages(attributes.get(conv.GEN_AI_SYSTEM_INSTRUCTIONS), system=True)
-        history = _messages(attributes.get(conv.GEN_AI_INPUT_MESSAGES))
-        outputs = _messages(attributes.get(conv.GEN_AI_OUTPUT_MESSAGES))
+        history = graph.history(attributes.get(conv.GEN_AI_INPUT_MESSAGES))
+        outputs = _raw_messages(attributes.get(conv.GEN_AI_OUTPUT_MESSAGES))
         node: int | None = None
         if history is None and outputs is None:
             graph.content_captured = False
         else:
-            parent = graph.add_history([*(inputs or []), *(history or [])], definitions, span.start_ns / 1e9)
+            system = _system_messages(attributes.get(conv.GEN_AI_SYSTEM_INSTRUCTIONS))
+            output = None
             if outputs and not span.failed:
-                node = graph.add(parent, outputs[0], definitions, span.end_ns / 1e9, sampled=True)
+                output = {key: value for key, value in outputs[0].items() if key != "finish_reason"}
+            node = graph.add_chat([*system, *(history or ())], output, definitions, span.start_ns, span.end_ns)
         call: dict[str, Any] = {}
         if node is not None:
             call["node"] = node
@@ -372,26 +373,94 @@ class _Graph:
     def __init__(self) -> None:
         self.nodes: list[dict[str, Any]] = []
         self._index: dict[tuple[int | None, str, str], int] = {}
+        #: Each chat span repeats the history: a GenAI message is converted once, keyed by its own JSON.
+        self._converted: dict[str, list[tuple[dict[str, Any], str]]] = {}
+        #: The previous chat span's GenAI messages (history, then output) with the node each one ended at, and its
+        #: tools: the next span's history usually starts with them, compared as they are (no encoding).
+        self._previous: list[tuple[Mapping[str, Any], int | None]] = []
+        self._previous_tools: str | None = None
+        #: The previous chat span's input as sent (JSON text) and parsed: the next input repeats it as a prefix.
+        self._previous_text: str | None = None
+        self._previous_history: list[Mapping[str, Any]] = []
+        #: Tool calls by id: the node that asked, and whether a tool node answered; children per node.
+        self._asked: dict[str, int] = {}
+        self._answered: set[str] = set()
+        self._children: dict[int, list[int]] = {}
         self.content_captured = True
 
-    def add_history(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], timestamp: float) -> int | None:
+    def history(self, value: Any) -> list[Mapping[str, Any]] | None:
+        """A chat span's input messages; when its JSON text extends the previous span's, only the new messages
+        are parsed (the repeated history would make parsing quadratic in the conversation's length)."""
+        previous = self._previous_text
+        if isinstance(value, str) and previous is not None and len(previous) > 2:
+            prefix = previous[:-1]  # "[m1,...,mk": identical text is identical messages
+            if value.startswith(prefix) and value[len(prefix) : len(prefix) + 1] in (",", "]"):
+                try:
+                    tail = json.loads("[" + value[len(prefix) + 1 :]) if value[len(prefix)] == "," else []
+                except ValueError:
+                    tail = None
+                if isinstance(tail, list):
+                    messages = [*self._previous_history, *(m for m in tail if isinstance(m, Mapping))]
+                    self._previous_text, self._previous_history = value, messages
+                    return messages
+        parsed = _raw_messages(value)
+        self._previous_text = value if isinstance(value, str) and parsed is not None else None
+        self._previous_history = parsed or []
+        return parsed
+
+    def add_chat(
+        self,
+        history: list[Mapping[str, Any]],
+        output: Mapping[str, Any] | None,
+        tools: list[dict[str, Any]],
+        start_ns: int,
+        end_ns: int,
+    ) -> int | None:
+        """One chat span's history (nodes found or added) and output (a sampled node); the output's node."""
+        tools_key = _COMPACT.encode(tools) if tools else ""
+        path: list[tuple[Mapping[str, Any], int | None]] = []
         parent: int | None = None
-        for message in messages:
-            parent = self.add(parent, message, tools, timestamp, sampled=False)
-        return parent
+        if tools_key == self._previous_tools:
+            previous = self._previous
+            while len(path) < min(len(history), len(previous)) and history[len(path)] == previous[len(path)][0]:
+                parent = previous[len(path)][1]
+                path.append(previous[len(path)])
+        for raw in history[len(path) :]:
+            for message, key in self.converted(raw):
+                parent = self.add(parent, message, key, tools, tools_key, start_ns / 1e9, sampled=False)
+            path.append((raw, parent))
+        node = None
+        if output is not None:
+            said = self.converted(output)
+            if said:
+                message, key = said[0]
+                node = self.add(parent, message, key, tools, tools_key, end_ns / 1e9, sampled=True)
+                path.append((output, node))
+        self._previous, self._previous_tools = path, tools_key
+        return node
+
+    def converted(self, raw: Mapping[str, Any]) -> list[tuple[dict[str, Any], str]]:
+        """The record messages of one GenAI message, each with its JSON (the dedup key)."""
+        raw_key = _COMPACT.encode(raw)
+        hit = self._converted.get(raw_key)
+        if hit is None:
+            hit = self._converted[raw_key] = [(message, _COMPACT.encode(message)) for message in _message(raw)]
+        return hit
 
     def add(
         self,
         parent: int | None,
         message: dict[str, Any],
+        key: str,
         tools: list[dict[str, Any]],
+        tools_key: str,
         timestamp: float,
         *,
         sampled: bool,
     ) -> int:
-        root_tools = tools if parent is None else []
-        key = (parent, _COMPACT.encode(message), _COMPACT.encode(root_tools) if root_tools else "")
-        index = self._index.get(key)
+        root = parent is None
+        index_key = (parent, key, tools_key if root else "")
+        index = self._index.get(index_key)
         if index is not None:
             if sampled:
                 self.nodes[index]["sampled"] = True
@@ -399,8 +468,8 @@ class _Graph:
         node: dict[str, Any] = {}
         if parent is not None:
             node["parent"] = parent
-        if root_tools:
-            node["tools"] = root_tools
+        if root and tools:
+            node["tools"] = tools
         node.update(
             semantic_parents=[],
             message=message,
@@ -412,7 +481,13 @@ class _Graph:
             logprobs=[],
         )
         self.nodes.append(node)
-        index = self._index[key] = len(self.nodes) - 1
+        index = self._index[index_key] = len(self.nodes) - 1
+        if parent is not None:
+            self._children.setdefault(parent, []).append(index)
+        if message["role"] == "tool":
+            self._answered.add(message.get("tool_call_id", ""))
+        for call in message.get("tool_calls") or ():
+            self._asked[call["id"]] = index
         return index
 
     def add_tool_result(self, span: GenAISpan) -> None:
@@ -422,18 +497,12 @@ class _Graph:
         result = span.attributes.get(conv.GEN_AI_TOOL_CALL_RESULT)
         if call_id is None or result is None:
             return
-        asked: int | None = None
-        for index, node in enumerate(self.nodes):
-            said = node["message"]
-            if said["role"] == "tool" and said.get("tool_call_id") == call_id:
-                return
-            if any(call.get("id") == call_id for call in said.get("tool_calls") or ()):
-                asked = index
-        if asked is None:
+        asked = self._asked.get(call_id)
+        if asked is None or call_id in self._answered:
             return
         leaf = asked
         while True:
-            children = [i for i, node in enumerate(self.nodes) if node.get("parent") == leaf]
+            children = self._children.get(leaf, [])
             if len(children) != 1 or self.nodes[children[0]]["message"]["role"] != "tool":
                 break
             leaf = children[0]
@@ -441,11 +510,11 @@ class _Graph:
         name = _text(span.attributes.get(conv.GEN_AI_TOOL_NAME))
         if name:
             message["name"] = name
-        self.add(leaf, message, [], span.end_ns / 1e9, sampled=False)
+        self.add(leaf, message, _COMPACT.encode(message), [], "", span.end_ns / 1e9, sampled=False)
 
 
-def _messages(value: Any, *, system: bool = False) -> list[dict[str, Any]] | None:
-    """GenAI messages (a JSON string or structured list) as record messages; None when absent or unreadable."""
+def _raw_messages(value: Any) -> list[Mapping[str, Any]] | None:
+    """GenAI messages (a JSON string or structured list); None when absent or unreadable."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -453,14 +522,20 @@ def _messages(value: Any, *, system: bool = False) -> list[dict[str, Any]] | Non
             return None
     if not isinstance(value, (list, tuple)):
         return None
-    if system:
-        text = "".join(_part_texts(value))
-        return [{"role": "system", "content": text}] if text else []
-    out: list[dict[str, Any]] = []
-    for message in value:
-        if isinstance(message, Mapping):
-            out.extend(_message(message))
-    return out
+    return [message for message in value if isinstance(message, Mapping)]
+
+
+def _system_messages(value: Any) -> list[dict[str, Any]]:
+    """``gen_ai.system_instructions`` (parts) as the GenAI system message leading the history."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return []
+    if not isinstance(value, (list, tuple)):
+        return []
+    text = "".join(_part_texts(value))
+    return [{"role": "system", "parts": [{"type": "text", "content": text}]}] if text else []
 
 
 def _part_texts(parts: Iterable[Any]) -> list[str]:
@@ -675,9 +750,10 @@ def _first_user_text(seats: Sequence[_Seat]) -> str:
     """The first user message any seat's first chat span sent (the prompt when no attribute names it)."""
     for seat in seats:
         for span in seat.spans:
-            for message in _messages(span.attributes.get(conv.GEN_AI_INPUT_MESSAGES)) or ():
-                if message["role"] == "user" and isinstance(message.get("content"), str):
-                    return str(message["content"])
+            for raw in _raw_messages(span.attributes.get(conv.GEN_AI_INPUT_MESSAGES)) or ():
+                for message in _message(raw):
+                    if message["role"] == "user" and isinstance(message.get("content"), str):
+                        return str(message["content"])
     return ""
 
 

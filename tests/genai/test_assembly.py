@@ -256,9 +256,9 @@ class _Collecting(SpanProcessor):
         self.episodes.on_start(span)
 
     def on_end(self, span: ReadableSpan) -> None:
-        record = self.episodes.on_end(span)
-        if record is not None:
-            self.records.append(record)
+        pending = self.episodes.on_end(span)
+        if pending is not None:
+            self.records.append(pending.record())
 
 
 def test_in_process_a_trace_keeps_at_most_its_bound_of_spans_and_the_record_counts_the_rest() -> None:
@@ -272,7 +272,6 @@ def test_in_process_a_trace_keeps_at_most_its_bound_of_spans_and_the_record_coun
     [trace] = record["traces"]
     assert trace["info"]["spans_dropped"] == 1
     assert len(trace["calls"]) + trace["metrics"]["tool_calls"] == 2
-    assert collecting.episodes.assembled == 1
 
 
 def test_in_process_the_oldest_open_episode_trace_is_given_up_past_the_bound() -> None:
@@ -317,3 +316,28 @@ def test_a_training_episode_names_its_step_and_becomes_a_parquet_row() -> None:
     assert_verifiers_reads_it_back(assembled(finished_spans(at_step)))
     table = pyarrow.parquet.read_table(pyarrow.BufferReader(episodes_to_parquet_bytes([record], "run-1", 7)))
     assert table.num_rows == 1
+
+
+def test_unreadable_genai_attributes_cost_the_content_not_the_episode() -> None:
+    def garbled(tracer: Tracer) -> None:
+        with tracer.start_as_current_span("episode", attributes={"prime.task.idx": "three"}) as episode:
+            attributes = {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.input.messages": "[{not json",
+                "gen_ai.output.messages": '[{"role": "assistant", "parts": "not a list"}, 7]',
+                "gen_ai.usage.input_tokens": -4,
+                "gen_ai.usage.output_tokens": 3,
+                "gen_ai.response.finish_reasons": ("content_filter",),
+                "gen_ai.tool.definitions": '[{"name": 5}, "x"]',
+            }
+            tracer.start_span("chat garbled", attributes=attributes).end()
+            episode.add_event("gen_ai.evaluation.result", {"gen_ai.evaluation.name": "correct"})
+
+    record = assembled(finished_spans(garbled))
+    [trace] = record["traces"]
+    [call] = trace["calls"]
+    assert call["usage"] == {"prompt_tokens": 0, "completion_tokens": 3}
+    assert "finish_reason" not in call and trace["tools"] == []
+    assert trace["rewards"] == {"correct": None}  # no numeric score: scoring did not run
+    assert record["task"]["data"]["idx"] == 0
+    assert_verifiers_reads_it_back(assembled(finished_spans(garbled)))
