@@ -93,8 +93,8 @@ class GatewayRun:
                 self._tracker.mark(marker)
                 _logger.info("run %s: rank %d ended %s", self.id, marker.rank, marker.status.value)
             if genai:
+                # Assembled on the reaper's tick (``due_ending``), never on the request thread.
                 self._episodes.add(origin.rank, genai)
-            self._submit_assembled(self._episodes.settled())
             return 0
 
     def _submit_assembled(self, assembled: list[tuple[int, dict[str, Any]]]) -> None:

@@ -44,8 +44,13 @@ class GenAIEpisodes:
         self._traces: OrderedDict[int, _TraceSpans] = OrderedDict()
         self._lock = threading.Lock()
         self.evicted_traces = 0
+        #: Spans reach this processor at their start too (it is on a tracer provider): only traces with an open
+        #: episode are kept. Spans handed over only at their end (``Run.ingest_span``) are kept by their GenAI
+        #: attributes, since no start told which traces hold an episode.
+        self._sees_starts = False
 
     def on_start(self, span: Span) -> None:
+        self._sees_starts = True
         if not marks_episode(span.name, span.attributes or {}):
             return
         with self._lock:
@@ -75,7 +80,7 @@ class GenAIEpisodes:
             trace = self._traces.get(trace_id)
             if not episode:
                 if trace is None:
-                    if conv.GEN_AI_OPERATION not in (span.attributes or {}):
+                    if self._sees_starts or conv.GEN_AI_OPERATION not in (span.attributes or {}):
                         return None
                     trace = self._traces[trace_id] = _TraceSpans()
                     self._evict()

@@ -341,3 +341,31 @@ def test_unreadable_genai_attributes_cost_the_content_not_the_episode() -> None:
     assert trace["rewards"] == {"correct": None}  # no numeric score: scoring did not run
     assert record["task"]["data"]["idx"] == 0
     assert_verifiers_reads_it_back(assembled(finished_spans(garbled)))
+
+
+def test_spans_handed_over_only_at_their_end_still_assemble_the_episode() -> None:
+    """The stock configurator's exporter route (``Run.ingest_span``): no span start is seen, GenAI spans are kept
+    by their attributes, and intermediate spans never kept are bridged."""
+    episodes = GenAIEpisodes()
+    records = []
+    for span in finished_spans(two_turns):
+        pending = episodes.on_end(span)
+        if pending is not None:
+            records.append(pending.record())
+    [record] = records
+    assert [node["message"] for node in record["traces"][0]["nodes"]] == MESSAGES
+
+
+def test_on_a_tracer_provider_model_calls_outside_any_episode_are_not_kept() -> None:
+    collecting = _Collecting(GenAIEpisodes(max_traces=1))
+    provider = TracerProvider()
+    provider.add_span_processor(collecting)
+    tracer = provider.get_tracer("tests.genai")
+    with tracer.start_as_current_span("episode"):
+        chat(tracer, [USER], ANSWER)
+        for _ in range(3):
+            with tracer.start_as_current_span("other request", context=Context()):
+                chat(tracer, [USER], ANSWER)  # other traces, no episode: nothing held, nothing evicted
+    assert collecting.episodes.evicted_traces == 0
+    [record] = collecting.records
+    assert len(record["traces"][0]["calls"]) == 1
