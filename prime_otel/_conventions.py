@@ -46,3 +46,67 @@ END_EPISODES = "prime.run.records.episodes"
 END_TRACES = "prime.run.records.traces"
 END_METRIC_ROWS = "prime.run.records.metric_rows"
 END_OWNER = "prime.run.owner"
+
+# GenAI semantic conventions in: an episode assembled from standard GenAI spans (records/_genai.py,
+# docs/genai.md has the table). An episode is a span named ``episode`` (or any span with ``prime.episode``
+# true given at its start) without a record attribute; its descendants follow the GenAI conventions.
+EPISODE_MARKER = "prime.episode"
+GEN_AI_OPERATION = "gen_ai.operation.name"
+#: ``gen_ai.operation.name`` values of one model call each.
+MODEL_CALL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
+EXECUTE_TOOL = "execute_tool"
+INVOKE_AGENT = "invoke_agent"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_FINISH_REASONS = "gen_ai.response.finish_reasons"
+GEN_AI_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_CACHE_READ_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_REASONING_TOKENS = "gen_ai.usage.reasoning.output_tokens"
+GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
+GEN_AI_SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"
+GEN_AI_TOOL_DEFINITIONS = "gen_ai.tool.definitions"
+GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+GEN_AI_PROVIDER = "gen_ai.provider.name"
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID = "gen_ai.tool.call.id"
+GEN_AI_TOOL_CALL_ARGUMENTS = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT = "gen_ai.tool.call.result"
+#: Request settings that become a model call's ``sampling`` (attribute -> sampling key).
+GEN_AI_SAMPLING = {
+    "gen_ai.request.temperature": "temperature",
+    "gen_ai.request.top_p": "top_p",
+    "gen_ai.request.max_tokens": "max_tokens",
+    "gen_ai.request.seed": "seed",
+    "gen_ai.request.frequency_penalty": "frequency_penalty",
+    "gen_ai.request.presence_penalty": "presence_penalty",
+}
+ERROR_TYPE = "error.type"
+HTTP_STATUS = "http.response.status_code"
+#: Rewards: one span event per score, on the episode span or any span under it.
+EVALUATION_EVENT = "gen_ai.evaluation.result"
+EVALUATION_NAME = "gen_ai.evaluation.name"
+EVALUATION_SCORE = "gen_ai.evaluation.score.value"
+EVALUATION_LABEL = "gen_ai.evaluation.score.label"
+#: The reward's weight (default 1.0); not a GenAI convention.
+EVALUATION_WEIGHT = "prime.evaluation.weight"
+# The task and placement of an assembled episode: attributes of the episode span.
+TASK_IDX = "prime.task.idx"
+TASK_ID = "prime.task.id"
+TASK_NAME = "prime.task.name"
+TASK_PROMPT = "prime.task.prompt"
+TASK_ANSWER = "prime.task.answer"
+#: Further task fields, a JSON object merged into ``task.data``.
+TASK_JSON = "prime.task.json"
+ENV_ID = "prime.env.id"
+ENV_NAME = "prime.env.name"
+GROUP_ID = "prime.group.id"
+#: On an agent (or the episode) span: the seat is not trainable (a judge, a modelled user).
+AGENT_TRAINABLE = "prime.agent.trainable"
+#: On an agent (or the episode) span: the trace's ``stop_condition``, overriding the one derived from statuses.
+STOP_CONDITION = "prime.stop_condition"
+
+#: Where the run's spans and metric points are also exported (OTLP/HTTP base URL or gRPC endpoint).
+TEE_ENDPOINT_ENV = "PRIME_OTEL_TEE_ENDPOINT"
+TEE_PROTOCOL_ENV = "PRIME_OTEL_TEE_PROTOCOL"

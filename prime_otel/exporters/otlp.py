@@ -33,6 +33,7 @@ from .._sink import SinkStats
 from ..client import suppressed_instrumentation
 from ..errors import TransportError
 from ..records import RecordSpan, compact_json, is_episode
+from ..records._genai_view import genai_view
 from ._base import RecordExporter
 from ._sample_rows import encode_samples
 
@@ -97,24 +98,13 @@ class OtlpRecordSink(RecordExporter):
     def _with_record(self, span: ReadableSpan) -> ReadableSpan:
         if not isinstance(span, RecordSpan):
             return span
-        encoded = span.encoded()
-        attributes = dict(span.attributes or {})
-        attributes[conv.RECORD_JSON] = encoded.plain.decode("utf-8")
         record = span.record
+        samples = None
         if not isinstance(record, Mapping) and is_episode(record):
-            rows = encode_samples([record], self._rollout_numbers, records=[encoded])
+            rows = encode_samples([record], self._rollout_numbers, records=[span.encoded()])
             if rows:
-                attributes[conv.SAMPLES_JSON] = (b"[" + b",".join(row.data for row in rows) + b"]").decode("utf-8")
-        return ReadableSpan(
-            name=span.name,
-            context=span.context,
-            resource=self._resource,
-            attributes=attributes,
-            kind=SpanKind.INTERNAL,
-            start_time=span.start_time,
-            end_time=span.end_time,
-            instrumentation_scope=_SCOPE,
-        )
+                samples = (b"[" + b",".join(row.data for row in rows) + b"]").decode("utf-8")
+        return record_span_out(span, self._resource, samples)
 
     def send_end_marker(
         self, *, status: str, error: str | None, summary: Mapping[str, Any], metric_rows: int, owner: bool
@@ -151,6 +141,28 @@ class OtlpRecordSink(RecordExporter):
 
     def close(self) -> None:
         """The exporter stays open for the ``run.end`` marker, which is sent after the records drained."""
+
+
+def record_span_out(span: RecordSpan, resource: Resource, samples_json: str | None = None) -> ReadableSpan:
+    """A record span as it leaves the process: its flat attributes, the GenAI attributes and one evaluation event
+    per reward that any backend reads, the record itself as JSON (and its v0 rows when the producer projected
+    them)."""
+    genai, events = genai_view(span.record, span.end_time or time.time_ns())
+    attributes = {**genai, **(span.attributes or {})}
+    attributes[conv.RECORD_JSON] = span.encoded().plain.decode("utf-8")
+    if samples_json is not None:
+        attributes[conv.SAMPLES_JSON] = samples_json
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        resource=resource,
+        attributes=attributes,
+        events=events,
+        kind=SpanKind.INTERNAL,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=_SCOPE,
+    )
 
 
 class OtlpMetricsSink:

@@ -14,6 +14,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
 
 from .. import _conventions as conv
+from ..records._genai import GenAISpan, SpanEvent, marks_episode
 
 
 def any_value(value: AnyValue) -> Any:
@@ -79,6 +80,8 @@ class ReceivedSpan:
     name: str
     attributes: Mapping[str, Any]
     end_time_ns: int
+    #: For a span that is no record and no end marker: what the GenAI episode assembly reads of it.
+    genai: GenAISpan | None = None
 
 
 @dataclass
@@ -93,16 +96,46 @@ def spans_by_resource(request: ExportTraceServiceRequest) -> list[ResourceSpans]
         group = ResourceSpans(Origin.of(attributes(resource_spans.resource.attributes)))
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
+                decoded = attributes(span.attributes)
                 group.spans.append(
                     ReceivedSpan(
                         span_id=bytes(span.trace_id) + bytes(span.span_id),
                         name=span.name,
-                        attributes=attributes(span.attributes),
+                        attributes=decoded,
                         end_time_ns=span.end_time_unix_nano or span.start_time_unix_nano,
+                        genai=_genai_view(span, decoded),
                     )
                 )
         groups.append(group)
     return groups
+
+
+_STATUS_CODE_ERROR = 2
+_RECORD_SPANS = frozenset({conv.EPISODE_SPAN, conv.TRACE_SPAN, conv.RUN_END_SPAN})
+
+
+def _genai_view(span: Any, decoded: Mapping[str, Any]) -> GenAISpan | None:
+    """The assembly's view of a span that carries no record: episode spans and GenAI spans whole, any other span
+    only as a link between them (its content is not kept)."""
+    episode = marks_episode(span.name, decoded)
+    if not episode and span.name in _RECORD_SPANS:
+        return None
+    whole = episode or conv.GEN_AI_OPERATION in decoded
+    parent = int.from_bytes(span.parent_span_id, "big") if span.parent_span_id else None
+    return GenAISpan(
+        trace_id=int.from_bytes(span.trace_id, "big"),
+        span_id=int.from_bytes(span.span_id, "big"),
+        parent_id=parent,
+        name=span.name,
+        start_ns=span.start_time_unix_nano,
+        end_ns=span.end_time_unix_nano or span.start_time_unix_nano,
+        attributes=decoded if whole else {},
+        events=tuple(SpanEvent(e.name, e.time_unix_nano, attributes(e.attributes)) for e in span.events)
+        if whole
+        else (),
+        failed=span.status.code == _STATUS_CODE_ERROR,
+        status_message=span.status.message if whole else "",
+    )
 
 
 @dataclass

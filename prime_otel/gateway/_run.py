@@ -13,8 +13,10 @@ from typing import Any
 
 from .. import _conventions as conv
 from .._types import RunStatus
-from ..records import clean
-from ._ending import METRIC_ROWS, SPAN_KINDS, Ending, EndMarker, EndTracker
+from ..records import clean, compact_json
+from ..records._genai import GenAISpan
+from ._ending import EPISODES, METRIC_ROWS, SPAN_KINDS, Ending, EndMarker, EndTracker
+from ._genai import EpisodeAssembler
 from ._otlp import Origin, ReceivedSpan, StepRow
 from ._sinks import RunPipeline
 from ._spans import ReceivedRecord
@@ -52,6 +54,7 @@ class GatewayRun:
         self._seen_rows: set[tuple[int, int | None, int]] = set()
         self._step_rows: dict[int, dict[str, float]] = {}
         self._lock = threading.Lock()
+        self._episodes = EpisodeAssembler()
 
     @property
     def saturated(self) -> bool:
@@ -71,12 +74,15 @@ class GatewayRun:
             self._tracker.touch(origin.rank, origin.world_size)
             batches: dict[str, list[ReceivedRecord]] = {}
             markers: list[EndMarker] = []
+            genai: list[GenAISpan] = []
             for span in spans:
                 if span.span_id in self._seen_spans:
                     self.duplicates += 1
                     continue
                 self._seen_spans.add(span.span_id)
-                if span.name in SPAN_KINDS:
+                if span.genai is not None:
+                    genai.append(span.genai)
+                elif span.name in SPAN_KINDS:
                     batches.setdefault(span.name, []).append(_received(span))
                 elif span.name == conv.RUN_END_SPAN:
                     markers.append(EndMarker.from_attributes(origin.rank, span.attributes))
@@ -86,7 +92,18 @@ class GatewayRun:
             for marker in markers:
                 self._tracker.mark(marker)
                 _logger.info("run %s: rank %d ended %s", self.id, marker.rank, marker.status.value)
+            if genai:
+                # Assembled on the reaper's tick (``due_ending``), never on the request thread.
+                self._episodes.add(origin.rank, genai)
             return 0
+
+    def _submit_assembled(self, assembled: list[tuple[int, dict[str, Any]]]) -> None:
+        """Episodes assembled from GenAI spans join the run's records like received ones (and count as arrived)."""
+        now = time.time_ns()
+        for rank, record in assembled:
+            received = ReceivedRecord(conv.EPISODE_SPAN, compact_json(record).decode("utf-8"), None, now)
+            self._tracker.count(rank, EPISODES, 1)
+            self._pipeline.processor.submit_received(conv.EPISODE_SPAN, [received])
 
     def accept_rows(self, origin: Origin, rows: list[StepRow]) -> int:
         """Take one resource's step rows: each step's keys are merged into one row, posted again when it grows."""
@@ -120,7 +137,12 @@ class GatewayRun:
     # -- closing ---------------------------------------------------------------------------------
 
     def due_ending(self) -> Ending | None:
-        return self._tracker.decide() if self.state is RunState.OPEN else None
+        if self.state is not RunState.OPEN:
+            return None
+        with self._lock:
+            if self.state is RunState.OPEN:
+                self._submit_assembled(self._episodes.settled())
+        return self._tracker.decide()
 
     def begin_close(self) -> bool:
         """OPEN → CLOSING, once; from then on new data for the run is rejected."""
@@ -135,6 +157,7 @@ class GatewayRun:
         _logger.info(
             "run %s: closing (%s) as %s", self.id, ending.reason, ending.status.value if ending.status else "left open"
         )
+        self._submit_assembled(self._episodes.drain())
         self._drain(self._drain_seconds)
         if ending.status is not None:
             self._finalize(ending.status, ending)
@@ -145,6 +168,7 @@ class GatewayRun:
     def abandon(self, timeout: float) -> None:
         """Gateway shutdown: drain what arrived, leave the run open on the platform (its producers may live on)."""
         if self.begin_close():
+            self._submit_assembled(self._episodes.drain())
             self._drain(timeout)
             self._finish(None)
 

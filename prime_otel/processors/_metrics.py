@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.metrics import Meter
@@ -40,6 +40,8 @@ class StepMetricsUploader(Uploader):
         self._meter: Meter = self.meter_provider.get_meter("prime_otel.run")
         self._gauges: dict[str, Any] = {}
         self._warned_stepless = False
+        #: Also handed every batch of step rows (the OTLP tee); it must not block.
+        self.tee: Callable[[list[dict[str, Any]]], None] | None = None
 
     def submit(self, row: dict[str, Any]) -> bool:
         return self._put(_METRICS, [row])
@@ -53,6 +55,8 @@ class StepMetricsUploader(Uploader):
         for values in items:
             rows.extend(self._collect_step(values))
         if rows:
+            if self.tee is not None:
+                self.tee(rows)
             self._dispatch_to_slots(rows, self._log(_METRICS, rows))
 
     def _encode_for_spool(self, items: list[Any]) -> list[bytes]:

@@ -5,14 +5,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from .._conventions import EPISODE_ID, RECORD_JSON, RECORD_MAP
+from .._conventions import EPISODE_ID, EPISODE_SPAN, RECORD_JSON, RECORD_MAP
 from ..records import (
     RECORD_SPAN_NAMES,
     PlainRecordSpan,
@@ -23,6 +23,7 @@ from ..records import (
     record_kind,
     why_unencodable,
 )
+from ._genai import GenAIEpisodes, PendingEpisode
 from ._slot import SinkSlot
 from ._spool import RunSpool, SpooledRecord
 from ._uploader import DEFAULT_MAX_QUEUE_BATCHES, DEFAULT_PUT_TIMEOUT_SECONDS, Uploader
@@ -51,6 +52,10 @@ class RecordProcessor(Uploader, SpanProcessor):
         self._children_lock = threading.Lock()
         self._unrecorded = 0
         self._warned_reasons: set[str] = set()
+        #: Episode spans without a record are assembled from the GenAI spans under them.
+        self.genai = GenAIEpisodes()
+        #: Also handed every prepared batch of record spans (the OTLP tee); it must not block.
+        self.tee: Callable[[list[Any]], None] | None = None
 
     def submit(self, records: list[Any]) -> bool:
         """Queue one producer batch (the fast path of ``log_episodes``: spans are made on the uploader thread)."""
@@ -60,8 +65,15 @@ class RecordProcessor(Uploader, SpanProcessor):
         if span.name in RECORD_SPAN_NAMES:
             with self._children_lock:
                 self._children[span.context.span_id] = []
+        self.genai.on_start(span)
 
     def on_end(self, span: ReadableSpan) -> None:
+        pending = self.genai.on_end(span)
+        if pending is not None:
+            with self._children_lock:
+                self._children.pop(span.context.span_id, None)
+            self._put(EPISODE_SPAN, [pending])
+            return
         if span.name not in RECORD_SPAN_NAMES:
             self._adopt_child(span)
             return
@@ -72,7 +84,8 @@ class RecordProcessor(Uploader, SpanProcessor):
             self._unrecorded += 1
             if self._unrecorded == 1:
                 _logger.warning(
-                    "an %r span without a %s or %s attribute carries no record; it reaches no sink",
+                    "an %r span without a %s or %s attribute (and without GenAI spans under it) carries no record; "
+                    "it reaches no sink",
                     span.name,
                     RECORD_JSON,
                     RECORD_MAP,
@@ -92,6 +105,8 @@ class RecordProcessor(Uploader, SpanProcessor):
     def _deliver(self, items: list[Any]) -> None:
         spans = self._prepare(items)
         if spans:
+            if self.tee is not None:
+                self.tee(spans)
             self._dispatch_to_slots(spans, self._log(spans[0].name, spans))
 
     def _prepare(self, items: list[Any]) -> list[Any]:
@@ -102,7 +117,11 @@ class RecordProcessor(Uploader, SpanProcessor):
         spans: list[RecordSpan] = []
         for item in items:
             try:
-                span = item if isinstance(item, RecordSpan) else RecordSpan(item, self._resource, logged_at)
+                span: RecordSpan
+                if isinstance(item, PendingEpisode):
+                    span = item.record_span()
+                else:
+                    span = item if isinstance(item, RecordSpan) else RecordSpan(item, self._resource, logged_at)
                 _encode_and_check(span)
             except Exception as error:
                 self._count_unusable(item, why_unencodable(error))
@@ -139,6 +158,7 @@ class RecordProcessor(Uploader, SpanProcessor):
         super().reset_after_fork()
         self._children = {}
         self._children_lock = threading.Lock()
+        self.genai.reset_after_fork()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self.flush(timeout_millis / 1000.0)

@@ -129,14 +129,17 @@ def child_summary(span: ReadableSpan) -> dict[str, Any]:
 
 
 class PlainRecordSpan(RecordSpan):
-    """A record span ended through a tracer: the record comes from its attributes, its context is kept."""
+    """A record span ended through a tracer: the record comes from its attributes (or was assembled from the
+    GenAI spans under it; ``name`` then says it is an episode), its context is kept."""
 
-    def __init__(self, span: ReadableSpan, record: Mapping[str, Any], children: list[dict[str, Any]]) -> None:
+    def __init__(
+        self, span: ReadableSpan, record: Mapping[str, Any], children: list[dict[str, Any]], name: str | None = None
+    ) -> None:
         if children:
             record = {**record, CHILD_SPANS: [*record.get(CHILD_SPANS, []), *children]}
         ReadableSpan.__init__(
             self,
-            name=span.name,
+            name=name or span.name,
             context=span.context,
             parent=span.parent,
             resource=span.resource,

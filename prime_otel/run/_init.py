@@ -39,6 +39,7 @@ from ..client import EvaluationsAPI, PlatformHTTP, TrainingRunsAPI
 from ..errors import ConfigurationError
 from ..exporters.otlp import OtlpMetricsSink, OtlpRecordSink, default_metric_exporter, default_span_exporter
 from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL
+from ..exporters.tee import OtlpTee, tee_endpoint, tee_exporters, tee_protocol
 from ..exporters.traces import upload_context
 from ..offline._run_document import producer_process, recorded_urls
 from ..offline._writer import RUN_FILE, OfflineRunWriter, offline_run_id
@@ -85,6 +86,7 @@ def init(
     spool: bool | None = None,
     spool_max_bytes: int | None = None,
     status_line: bool | None = None,
+    tee_otlp_endpoint: str | None = None,
 ) -> Run:
     """Open a run on the Prime platform (or join the one this process inherited) and return its handle.
 
@@ -108,6 +110,10 @@ def init(
     An argument left out is read from its environment variable (docs/configuration.md), then defaulted:
     ``PRIME_OTEL_SINKS``, ``PRIME_OTEL_SAMPLES_STEP_INTERVAL``, ``PRIME_OTEL_SPOOL_MAX_BYTES``,
     ``PRIME_OTEL_FINISH_TIMEOUT``, ``PRIME_OTEL_STATUS_LINE``, and those named above.
+    ``tee_otlp_endpoint`` (also ``PRIME_OTEL_TEE_ENDPOINT``; ``PRIME_OTEL_TEE_PROTOCOL`` = ``grpc`` or
+    ``http/protobuf``): an online run also exports its spans (episode spans with GenAI attributes and evaluation
+    events, and every span of its tracer provider) and its step metric points to this OTLP endpoint, on its own
+    threads; what the platform receives does not change. See docs/genai.md.
     """
     settings = resolve_settings(api_key=api_key, team_id=team_id, base_url=base_url)
     sinks = cast(SinkPolicy, resolve_choice(sinks, SINKS_ENV, _SINK_POLICIES, "dual"))
@@ -128,6 +134,11 @@ def init(
         raise ConfigurationError(f"samples_step_interval must be at least 1, got {samples_step_interval}")
     if sinks not in _SINK_POLICIES:
         raise ConfigurationError(f"sinks must be one of {_SINK_POLICIES}, got {sinks!r}")
+    tee = tee_endpoint(tee_otlp_endpoint)
+    try:
+        tee_protocol_name = tee_protocol(tee) if tee is not None else None
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
     spec = RunSpec(
         kind=kind,
         name=name,
@@ -175,6 +186,7 @@ def init(
         transport=resolved_transport,
         spool_max_bytes=spool_max_bytes if _spool_enabled(spool) else None,
         status_line=status_line,
+        tee=(tee, tee_protocol_name) if tee is not None and tee_protocol_name is not None else None,
     )
 
 
@@ -357,6 +369,7 @@ def _online_run(
     transport: str,
     spool_max_bytes: int | None,
     status_line: bool = False,
+    tee: tuple[str, str] | None = None,
 ) -> Run:
     if not settings.api_key:
         raise ConfigurationError("online mode needs an API key: pass api_key=... or set PRIME_API_KEY")
@@ -444,6 +457,14 @@ def _online_run(
         metrics = StepMetricsUploader(metric_slots, resource, spool=metrics_spool)
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     provider.add_span_processor(processor)
+    if tee is not None:
+        # After the records processor, so at shutdown it sends what the drained processor handed it.
+        teed = OtlpTee(*tee_exporters(*tee), resource)
+        provider.add_span_processor(teed)
+        processor.tee = teed.records
+        if metrics is not None:
+            metrics.tee = teed.rows
+        _logger.info("Run %s: also exporting its spans and metric points to %s (%s)", identity.id, tee[0], tee[1])
 
     advertisement = _advertise(identity, owner)
     _logger.info("Run %s: %s", identity.id, opened.url)
