@@ -76,9 +76,17 @@ def _check_can_listen(host: str, port: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        import pyarrow.parquet  # noqa: F401  (confirmed training objects are decoded with it)
+
+        from ._server import ServeOptions, serve
+        from ._settings import Settings, parse_teams
+    except ModuleNotFoundError as missing:
+        raise SystemExit(
+            f"prime-otel local needs the [local] extra ({missing.name} is not installed): "
+            "pip install 'prime-otel[local]'"
+        ) from None
     _check_can_listen(args.host, args.port)
-    from ._server import ServeOptions, serve
-    from ._settings import Settings, parse_teams
 
     settings = Settings(
         traces_enabled=args.traces == "enabled",
