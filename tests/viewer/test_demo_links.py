@@ -21,14 +21,13 @@ from playwright.sync_api import BrowserContext, Page, expect
 
 from prime_otel.testing import start_local_platform
 
-from .conftest import WAIT_MS
-
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
 URL = re.compile(r"http://127\.0\.0\.1:\d+[^\s;,)]*")
 RUN_LINK = re.compile(r"^Run (\S+) completed: (\S+)$")
 DEMO_SECONDS = 240
+WAIT_MS = 15_000  # for one page to show what it should
 
 
 class _Demo:
