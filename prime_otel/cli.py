@@ -5,10 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+
+from ._version import __version__
+
+_PORT_OPTIONS = {"port": "--port", "http_port": "--http-port", "grpc_port": "--grpc-port"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="prime-otel", description="Prime runs on OpenTelemetry.")
+    parser.add_argument("--version", action="version", version=f"prime-otel {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     from .local import _cli as local_cli
@@ -34,6 +40,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     sync.set_defaults(handler=_sync)
 
     args = parser.parse_args(argv)
+    for attribute, option in _PORT_OPTIONS.items():
+        port = getattr(args, attribute, None)
+        if port is not None and not 0 <= port <= 65535:
+            parser.exit(
+                2, f"prime-otel {args.command}: {option} must be from 0 to 65535 (0 picks a free port), got {port}\n"
+            )
     return int(args.handler(args) or 0)
 
 
@@ -42,6 +54,16 @@ def _sync(args: argparse.Namespace) -> int:
     from .errors import PrimeRunsError, PrimeTracesError
     from .offline import SyncOptions, sync_run_folder
 
+    folder = Path(args.folder)
+    if not folder.exists():
+        print(f"prime-otel sync: {folder} does not exist", file=sys.stderr)
+        return 1
+    if not folder.is_dir():
+        print(
+            f"prime-otel sync: {folder} is not a folder (pass a run's folder, e.g. ./prime-runs/<run id>)",
+            file=sys.stderr,
+        )
+        return 1
     options = SyncOptions(
         api_key=args.api_key,
         base_url=args.base_url,
@@ -50,7 +72,7 @@ def _sync(args: argparse.Namespace) -> int:
         team_id=args.team_id,
     )
     try:
-        result = sync_run_folder(args.folder, options)
+        result = sync_run_folder(folder, options)
     except (PrimeRunsError, PrimeTracesError) as exc:
         print(f"prime-otel sync: {exc}", file=sys.stderr)
         return 1

@@ -30,6 +30,7 @@ __all__ = [
     "EnvironmentResolutionError",
     "ForbiddenError",
     "LineFormatConflictError",
+    "MissingExtraError",
     "NotFoundError",
     "PaymentRequiredError",
     "PrimeRunsError",
@@ -55,6 +56,18 @@ class PrimeRunsError(Exception):
 
 class ConfigurationError(PrimeRunsError):
     """A setting is missing or invalid."""
+
+
+class MissingExtraError(ConfigurationError, ImportError):
+    """A feature needs an optional extra that is not installed; the message names the extra and how to add it."""
+
+    def __init__(self, feature: str, extra: str, missing: ModuleNotFoundError) -> None:
+        self.extra = extra
+        super().__init__(
+            f"{feature} needs the [{extra}] extra ({missing.name or missing} is not installed): "
+            f"pip install 'prime-otel[{extra}]'"
+        )
+        self.name = missing.name
 
 
 class EnvironmentResolutionError(PrimeRunsError):

@@ -104,6 +104,10 @@ class Inspector:
         body = {"kind": kind, "name": name, "team_id": team_id, "model": model}
         return dict(self._send("POST", "/_local/hosted-runs", {k: v for k, v in body.items() if v is not None}))
 
+    def viewer_login_path(self) -> str:
+        """A fresh one-time viewer sign-in path (``/_viewer/login?token=...``): it signs one browser in."""
+        return str(self._send("POST", "/_viewer/logins")["path"])
+
     def close(self) -> None:
         self._client.close()
 
@@ -199,6 +203,11 @@ class LocalPlatform:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(STOP_TIMEOUT)
+
+    def viewer_login_url(self) -> str:
+        """A one-time link that signs a browser in to the viewer, so the run links printed by the SDK open
+        without asking for the key (the key itself is never in the link)."""
+        return f"{self.url}{self.inspect.viewer_login_path()}"
 
     def restart(self, timeout: float = START_TIMEOUT) -> LocalPlatform:
         """Stops and starts again on the same data directory and port."""

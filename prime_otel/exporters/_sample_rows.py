@@ -224,7 +224,7 @@ def environment_name(episode: Any) -> str:
 def next_rollout_number(rollout_numbers: int | MutableMapping[Any, int], summary: Any) -> int:
     if isinstance(rollout_numbers, int):
         return rollout_numbers
-    key = summary["task"]["data"].get("idx") if isinstance(summary, Mapping) else summary.task.data.idx
+    key = _trace.task_data(summary).get("idx") if isinstance(summary, Mapping) else summary.task.data.idx
     rollout_numbers[key] = number = rollout_numbers.get(key, 0) + 1
     return number
 

@@ -7,6 +7,7 @@ projected here because only the producer holds the objects the projection needs.
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -31,7 +32,7 @@ from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 from .. import _conventions as conv
 from .._sink import SinkStats
 from ..client import suppressed_instrumentation
-from ..errors import TransportError
+from ..errors import MissingExtraError, TransportError
 from ..records import RecordSpan, compact_json, is_episode
 from ..records._genai_view import genai_view
 from ._base import RecordExporter
@@ -50,6 +51,15 @@ def _protocol() -> str:
     return (
         os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "grpc"
     ).strip()
+
+
+def require_otlp_exporter() -> None:
+    """Fails before a run is registered when the exporter the ``OTEL_EXPORTER_OTLP_*`` protocol asks for is absent."""
+    flavour = "http" if _protocol().startswith("http") else "grpc"
+    try:
+        importlib.import_module(f"opentelemetry.exporter.otlp.proto.{flavour}.trace_exporter")
+    except ModuleNotFoundError as missing:
+        raise MissingExtraError('transport="otlp"', "otlp", missing) from None
 
 
 def default_span_exporter() -> SpanExporter:

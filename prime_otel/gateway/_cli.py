@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..errors import MissingExtraError
 from ._defaults import (
     DEFAULT_DRAIN_SECONDS,
     DEFAULT_GRPC_PORT,
@@ -59,7 +60,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ._server import GatewayOptions, serve
+    try:
+        import uvicorn  # noqa: F401  (serve imports it late; a missing extra must fail before anything starts)
+
+        from ._server import GatewayOptions, serve
+    except ModuleNotFoundError as missing:
+        raise SystemExit(str(MissingExtraError("prime-otel gateway", "gateway", missing))) from None
 
     if args.samples_step_interval < 1:
         raise SystemExit("prime-otel gateway: --samples-step-interval must be at least 1")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -113,9 +114,11 @@ def _listen(host: str, port: int) -> socket.socket:
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         listener.bind((host, port))
-    except OSError:
+    except OSError as exc:
         listener.close()
-        raise
+        in_use = exc.errno == errno.EADDRINUSE
+        reason = "the port is already in use (--http-port picks another)" if in_use else exc.strerror or str(exc)
+        raise OSError(f"could not bind the OTLP/HTTP receiver to {host}:{port}: {reason}") from exc
     listener.listen(1024)
     return listener
 

@@ -34,7 +34,7 @@ def build_app(platform: Platform) -> FastAPI:
     app.include_router(traces_router(platform))
     app.include_router(objects_router(platform))
     app.include_router(local_router(platform))
-    install_viewer(app)
+    app.state.viewer_logins = install_viewer(app)
     # Added innermost first: the recorder sees what the client saw, faults included.
     app.add_middleware(BodyLimitMiddleware, settings=platform.settings)
     app.add_middleware(FaultMiddleware, book=platform.faults, connections=platform.connections)

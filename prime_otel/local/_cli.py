@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
 from pathlib import Path
 
 
@@ -55,9 +57,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_can_listen(host: str, port: int) -> None:
+    """A taken port is a one-line error naming it, before anything is opened (uvicorn would log a traceback)."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise SystemExit(
+                    f"prime-otel local: port {port} on {host} is already in use (another local platform?); "
+                    "stop it or choose another with --port"
+                ) from None
+            raise SystemExit(f"prime-otel local: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
-    from ._server import ServeOptions, serve
-    from ._settings import Settings, parse_teams
+    try:
+        import pyarrow.parquet  # noqa: F401  (confirmed training objects are decoded with it)
+
+        from ._server import ServeOptions, serve
+        from ._settings import Settings, parse_teams
+    except ModuleNotFoundError as missing:
+        raise SystemExit(
+            f"prime-otel local needs the [local] extra ({missing.name} is not installed): "
+            "pip install 'prime-otel[local]'"
+        ) from None
+    _check_can_listen(args.host, args.port)
 
     settings = Settings(
         traces_enabled=args.traces == "enabled",

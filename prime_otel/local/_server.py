@@ -18,6 +18,7 @@ from ._context import Platform
 from ._datadir import DataDir
 from ._faults import ConnectionRegistry
 from ._settings import Settings
+from ._viewer_login import login_path
 
 
 @dataclass(frozen=True)
@@ -63,16 +64,20 @@ def serve(options: ServeOptions) -> int:
     api_key = data.api_key(options.api_key)
     platform = Platform.open(data, api_key, options.settings)
 
+    app = build_app(platform)
+
     def ready(port: int) -> None:
         url = origin(options.host, port)
-        # The one place the key is printed: the viewer link carries it in the fragment.
-        print(f"Prime local platform: {url}  (viewer: {url}/#key={api_key})", flush=True)
-        print(f"Data directory: {data.root}", flush=True)
+        # The key is never printed: the viewer link signs one browser in once (see _viewer_login.py).
+        signin = login_path(app.state.viewer_logins.issue())
+        print(f"Prime local platform: {url}  (viewer: {url}{signin})", flush=True)
+        key_source = "the key given with --api-key" if options.api_key else f"API key in {data.root / 'api-key'}"
+        print(f"Data directory: {data.root}  ({key_source})", flush=True)
         if options.ready_file is not None:
             _write_ready_file(options.ready_file, url, api_key)
 
     config = uvicorn.Config(
-        build_app(platform),
+        app,
         host=options.host,
         port=options.port,
         http="h11",

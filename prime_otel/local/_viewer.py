@@ -1,14 +1,18 @@
-"""The static viewer, served without auth from ``prime_otel/local/viewer/`` when it is installed."""
+"""The static viewer, served without auth from ``prime_otel/local/viewer/`` when it is installed, the dashboard
+links the SDK prints (redirected to the viewer's run page), and the viewer's sign-in (``_viewer_login.py``)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote
 
 from fastapi import FastAPI, Response
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, RedirectResponse
 from starlette.exceptions import HTTPException
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
+
+from ._viewer_login import ViewerLogins, viewer_login_router
 
 VIEWER_DIR = Path(__file__).parent / "viewer"
 
@@ -38,8 +42,11 @@ class _ViewerFallback:
         await self._files(scope, receive, send)
 
 
-def install_viewer(app: FastAPI, directory: Path = VIEWER_DIR) -> None:
+def install_viewer(app: FastAPI, directory: Path = VIEWER_DIR) -> ViewerLogins:
+    """Adds the viewer to ``app`` (whose ``state.platform`` is set); returns its sign-in tokens."""
     index = directory / "index.html"
+    logins = ViewerLogins(app.state.platform.api_key)
+    app.include_router(viewer_login_router(app.state.platform, logins))
 
     @app.get("/favicon.ico", include_in_schema=False)
     def favicon() -> Response:
@@ -52,4 +59,11 @@ def install_viewer(app: FastAPI, directory: Path = VIEWER_DIR) -> None:
             raise HTTPException(status_code=404, detail="Not Found")
         return FileResponse(index)
 
+    # The frontend links the SDK builds (PRIME_FRONTEND_URL/dashboard/...) open the same run page.
+    @app.get("/dashboard/training/{run_id}", include_in_schema=False)
+    @app.get("/dashboard/evaluations/{run_id}", include_in_schema=False)
+    def dashboard_link(run_id: str) -> Response:
+        return RedirectResponse(f"/runs/{quote(run_id, safe='')}", status_code=307)
+
     app.router.default = _ViewerFallback(directory)
+    return logins

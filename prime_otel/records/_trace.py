@@ -125,8 +125,9 @@ def last_error(trace: Mapping[str, Any]) -> Any:
 
 
 def task_data(trace: Mapping[str, Any]) -> dict[str, Any]:
-    """The task row without unset fields (a record already omits them; a hand-made one may hold nulls)."""
-    data: dict[str, Any] = trace["task"]["data"]
+    """The task row without unset fields (a record already omits them; a hand-made one may hold nulls, or have
+    no task at all: an empty row)."""
+    data: dict[str, Any] = (trace.get("task") or {}).get("data") or {}
     if any(value is None for value in data.values()):
         return {key: value for key, value in data.items() if value is not None}
     return data

@@ -37,7 +37,13 @@ from .._sink import Sink
 from .._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, SinkPolicy, TrainingSpec
 from ..client import EvaluationsAPI, PlatformHTTP, TrainingRunsAPI
 from ..errors import ConfigurationError
-from ..exporters.otlp import OtlpMetricsSink, OtlpRecordSink, default_metric_exporter, default_span_exporter
+from ..exporters.otlp import (
+    OtlpMetricsSink,
+    OtlpRecordSink,
+    default_metric_exporter,
+    default_span_exporter,
+    require_otlp_exporter,
+)
 from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL
 from ..exporters.tee import OtlpTee, tee_endpoint, tee_exporters, tee_protocol
 from ..exporters.traces import upload_context
@@ -130,6 +136,8 @@ def init(
     resolved_transport = (transport or os.environ.get(TRANSPORT_ENV) or "direct").strip().lower()
     if resolved_transport not in _TRANSPORTS:
         raise ConfigurationError(f"transport must be one of {_TRANSPORTS}, got {resolved_transport!r}")
+    if resolved_transport == "otlp":
+        require_otlp_exporter()
     if samples_step_interval < 1:
         raise ConfigurationError(f"samples_step_interval must be at least 1, got {samples_step_interval}")
     if sinks not in _SINK_POLICIES:

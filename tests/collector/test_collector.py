@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import socket
 import subprocess
 import threading
@@ -34,8 +33,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+from tests._collector import built_collector
+
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "collector-config"
-BINARY = CONFIG_DIR / "dist" / "otelcol-prime"
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024
 DELIVERY_TIMEOUT_S = 30.0
 # Longer than the agent's batch timeout (1 s): a duplicate would show up within it.
@@ -245,18 +245,7 @@ def _gateways_by_run(gateways: list[_FakeGateway], signal: str) -> dict[str, set
 
 @pytest.fixture(scope="module")
 def collector_binary() -> Path:
-    if shutil.which("go") is None:
-        pytest.skip("go is not installed, so collector-config/build.sh cannot build the collector")
-    result = subprocess.run(
-        ["bash", str(CONFIG_DIR / "build.sh")],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=1700,
-        check=False,
-    )
-    assert result.returncode == 0, f"collector-config/build.sh failed:\n{result.stderr[-4000:]}"
-    return BINARY
+    return built_collector()
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from prime_otel.testing import LocalPlatform
 
 from ._helpers import FIXTURES, TIMEOUT, create_eval, create_train, fixture_json, wait_until
 
-BANNER = re.compile(r"^Prime local platform: (http://127\.0\.0\.1:\d+)  \(viewer: \1/#key=(\S+)\)$")
+BANNER = re.compile(r"^Prime local platform: (http://127\.0\.0\.1:\d+)  \(viewer: \1(/_viewer/login\?token=\S+)\)$")
 
 
 def _client(platform: LocalPlatform) -> httpx.Client:
@@ -49,12 +49,15 @@ def test_restart_on_the_same_data_keeps_every_run_and_the_key(local_platform: Lo
     assert local_platform.inspect.run(evaluation_id)["requests"]["POST /api/v1/evaluations/"] == 1
 
 
-def test_the_banner_carries_the_viewer_link_and_the_key_stays_private(local_platform: LocalPlatform) -> None:
-    lines = local_platform.log_file.read_text().splitlines()
-    banners = [match for line in lines if (match := BANNER.match(line))]
+def test_the_banner_carries_a_sign_in_link_and_never_the_key(local_platform: LocalPlatform) -> None:
+    log = local_platform.log_file.read_text()
+    assert local_platform.api_key not in log
+    banners = [match for line in log.splitlines() if (match := BANNER.match(line))]
     assert len(banners) == 1
     assert banners[0].group(1) == local_platform.url
-    assert banners[0].group(2) == local_platform.api_key
+    with httpx.Client(base_url=local_platform.url, timeout=TIMEOUT) as browser:
+        assert browser.get(banners[0].group(2)).status_code == 303
+        assert browser.get("/_viewer/session").json() == {"api_key": local_platform.api_key}
     ready = json.loads((local_platform.data_dir / "ready.json").read_text())
     assert ready["url"] == local_platform.url
     assert isinstance(ready["pid"], int)

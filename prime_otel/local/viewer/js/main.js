@@ -16,15 +16,16 @@ class App {
     this.view = null;
   }
 
-  start() {
+  async start() {
     this.keyStore.consumeFragment();
+    if (!this.keyStore.get()) await this.keyStore.fromSession();
     window.addEventListener("hashchange", () => {
       // A key pasted into the address bar of an open tab arrives here, not at load.
       if (window.location.hash.startsWith("#key=")) this.keyStore.consumeFragment();
       this.render();
     });
-    this.forgetButton.addEventListener("click", () => {
-      this.keyStore.clear();
+    this.forgetButton.addEventListener("click", async () => {
+      await this.keyStore.forget();
       this.render();
     });
     this.render();
@@ -40,7 +41,9 @@ class App {
 
   render(message) {
     if (!this.keyStore.get()) {
-      this.show(new KeyFormView(this.keyStore, () => this.render(), message));
+      const expired = new URLSearchParams(window.location.search).get("signin") === "expired";
+      const why = message ?? (expired ? "That sign-in link was already used or has expired." : undefined);
+      this.show(new KeyFormView(this.keyStore, () => this.render(), why));
       return;
     }
     const route = currentRoute();
