@@ -5,6 +5,10 @@ blindly: a duplicate would silently skew every dashboard average. Its rows are r
 is sent again only when two reads prove that none of it was stored, and what a read cannot decide is reported
 as possibly missing. A 4xx rejection of several rows proves nothing was stored: the request is split until only
 the rows refused are left, and those alone fail, counted with the platform's reason.
+
+The table takes 300 requests a minute per token. Its lane lingers ``SAMPLES_LINGER_SECONDS`` after a record
+arrives and packs what came meanwhile into as few requests as the 25 MiB body cap allows, so a producer logging
+one episode per call costs about one request a second at any rate; a pacer keeps the sink under the limit even so.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from .._attempts import ATTEMPT_LISTENER, REQUEST_PROGRESS, RequestProgress
 from .._sink import SinkWriteError
-from ..client import EvaluationsAPI, StoredSamples, sample_key
+from ..client import EvaluationsAPI, RequestPacer, StoredSamples, metered_requests, sample_key
 from ..client._readback import SETTLE_SECONDS
 from ..errors import failure_reason, is_ambiguous, is_permanent, is_record_rejection, is_transient
 from ..records import RecordSpan, compact_json, is_episode, nullify, record_of
@@ -31,6 +35,12 @@ _logger = logging.getLogger(__name__)
 #: Sends of one request at most: the first, and one after a read-back proved it was not stored (rows still not
 #: stored after that are kept for a later replay, like any other failure that stored nothing).
 SEND_ATTEMPTS = 2
+#: How long the sink's lane waits for more records before it writes (a record's added latency, at most).
+SAMPLES_LINGER_SECONDS = 1.0
+#: The platform's limit on sample appends per token and minute; the sink paces itself to it over a window one second
+#: longer than the platform's, so a request that took up to a second to arrive still counts inside that window.
+SAMPLES_REQUESTS_PER_MINUTE = 300
+PACING_WINDOW_SECONDS = 61.0
 #: Refusals of what a request carries (malformed, too large, invalid): splitting it finds the rows refused.
 _SPLIT_ON = frozenset({400, 413, 422})
 _BODY_OPEN, _BODY_CLOSE = b'{"samples":[', b"]}"
@@ -102,6 +112,7 @@ class EvalSamplesExporter(RecordExporter):
     name = "eval_samples"
     #: A batch goes out in several POSTs: each names its records through ``REQUEST_PROGRESS``.
     reports_requests = True
+    linger_seconds = SAMPLES_LINGER_SECONDS
 
     def __init__(
         self,
@@ -116,6 +127,7 @@ class EvalSamplesExporter(RecordExporter):
         self._evaluation_id = evaluation_id
         self._write_only_when = write_only_when
         self._sleep = sleep
+        self.pacer = RequestPacer(SAMPLES_REQUESTS_PER_MINUTE, PACING_WINDOW_SECONDS)
         self._rollout_numbers: dict[Any, int] = {}
         self._warned_skip = False
 
@@ -126,7 +138,12 @@ class EvalSamplesExporter(RecordExporter):
             return
         samples = self._project(spans)
         if samples:
-            self._send(samples)
+            with metered_requests(self._count_request):
+                self._send(samples)
+
+    def reset_after_fork(self) -> None:
+        super().reset_after_fork()
+        self.pacer.reset_after_fork()
 
     def _project(self, spans: Sequence[ReadableSpan]) -> list[EncodedSample]:
         """v0 rows with their JSON, each tagged with the position of its span in this batch."""
@@ -175,9 +192,9 @@ class EvalSamplesExporter(RecordExporter):
         error: BaseException | None = None
         for _ in range(SEND_ATTEMPTS):
             body = b"".join((_BODY_OPEN, b",".join(samples[i].data for i in indices), _BODY_CLOSE))
-            self._count(requests=1, sent_bytes=len(body))  # every request sent, whatever became of it
             rows.sending(indices)
             try:
+                self.pacer.acquire()
                 self._api.append_samples(self._evaluation_id, body)
             except Exception as exc:
                 error = exc
