@@ -5,12 +5,14 @@ how long ``finish()`` takes after the producer's last call; each SDK in its own 
   appends a minute per token); ours with ``sinks="dual"`` (both tables), 0.1.4 with its default routing, on an
   account inside the Prime Traces beta and on one outside it (where 0.1.4 falls back to the sample table);
 - train: 4 trainer threads each log their own keys for every step. Per 1,000 steps on a platform whose metrics
-  limit is raised (at the default 60 a minute 1,000 steps take 17 minutes even at one request per step), and a
-  short run at the DEFAULT limit, where the requests beyond 60 a minute are answered 429.
+  limit is raised (at the default 60 a minute 1,000 steps take 17 minutes even at one request per step; the
+  harness tells ours every platform's limits, see ``_harness.py``), and a short run at the DEFAULT limit, where
+  the requests beyond 60 a minute are answered 429 (prime-runs) or wait (ours).
 """
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,7 +89,8 @@ def run_pacing(scratch: Path, settings: PacingSettings) -> dict[str, Any]:
                 print(f"  pacing/eval-{account} {sdk}: {_brief(runs[sdk])}", flush=True)
         harness.account(True)
         results["train_limited"] = _train(harness, platform, settings.limited_steps, settings, results["failures"])
-    with start_local_platform(scratch / "platform-raised-limits", metrics_rate_limit=1_000_000) as platform:
+    raised = 1_000_000
+    with start_local_platform(scratch / "platform-raised-limits", metrics_rate_limit=raised) as platform:
         harness = Harness(platform, scratch)
         results["train"] = _train(harness, platform, settings.steps, settings, results["failures"])
     return results
@@ -112,10 +115,7 @@ def _train(
 def _attempt(harness: Harness, spec: dict[str, Any], failures: list[str]) -> dict[str, Any] | None:
     try:
         return harness.run(spec)
-    except (ChildFailed, TimeoutError) as exc:
-        failures.append(f"{spec['sdk']} {spec['workload']}: {str(exc)[:300]}")
-        return None
-    except Exception as exc:  # subprocess.TimeoutExpired and the like: the figure is missing, the rest goes on
+    except (ChildFailed, subprocess.TimeoutExpired) as exc:  # the figure is missing; the rest goes on
         failures.append(f"{spec['sdk']} {spec['workload']}: {type(exc).__name__}: {str(exc)[:300]}")
         return None
 
@@ -146,7 +146,11 @@ def pacing_sections(results: dict[str, Any], settings: PacingSettings) -> list[S
         title = f"pacing (issue 21): eval at {settings.rate:.0f} episodes/s, account {where}"
         sections.append(Section(title, notes, compare(EVAL_METRICS, theirs, ours)))
     for key, steps, limits in (
-        ("train", settings.steps, "a raised metrics limit (the default would take 17 minutes per 1,000 requests)"),
+        (
+            "train",
+            settings.steps,
+            "a raised metrics limit (the default would take 17 minutes per 1,000 requests; ours is told it)",
+        ),
         ("train_limited", settings.limited_steps, "its DEFAULT metrics limit (60 requests a minute)"),
     ):
         theirs, ours = _pair(results[key])

@@ -14,7 +14,7 @@ from ._http import (
     metered_requests,
     suppressed_instrumentation,
 )
-from ._pacing import RequestPacer, paced_requests
+from ._pacing import RequestPacer, platform_limit
 from ._readback import StoredSamples, sample_key
 from ._rft import STORAGE_ATTEMPTS, ObjectStorage, TrainingRunsAPI
 from ._traces import traces_client
@@ -53,7 +53,7 @@ __all__ = [
     "meter_request",
     "metered_requests",
     "normalize_traces_url",
-    "paced_requests",
+    "platform_limit",
     "sample_key",
     "split_api_root",
     "strip_config_url",

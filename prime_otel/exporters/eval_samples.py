@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from .._attempts import ATTEMPT_LISTENER, REQUEST_PROGRESS, RequestProgress
 from .._sink import SinkWriteError
-from ..client import EvaluationsAPI, RequestPacer, StoredSamples, metered_requests, sample_key
+from ..client import EvaluationsAPI, RequestPacer, StoredSamples, metered_requests, platform_limit, sample_key
 from ..client._readback import SETTLE_SECONDS
 from ..errors import failure_reason, is_ambiguous, is_permanent, is_record_rejection, is_transient
 from ..records import RecordSpan, compact_json, is_episode, nullify, record_of
@@ -37,10 +37,13 @@ _logger = logging.getLogger(__name__)
 SEND_ATTEMPTS = 2
 #: How long the sink's lane waits for more records before it writes (a record's added latency, at most).
 SAMPLES_LINGER_SECONDS = 1.0
-#: The platform's limit on sample appends per token and minute; the sink paces itself to it over a window one second
-#: longer than the platform's, so a request that took up to a second to arrive still counts inside that window.
+#: Most estimated JSON bytes one write packs (its requests stay within the 25 MiB body cap): large episodes at a high
+#: rate still cost about one request per linger.
+SAMPLES_WRITE_BYTES = 16 * 1024 * 1024
+#: The platform's limit on sample appends per token and minute (``PRIME_SAMPLES_RATE_LIMIT`` for another one); the
+#: sink paces itself to it.
 SAMPLES_REQUESTS_PER_MINUTE = 300
-PACING_WINDOW_SECONDS = 61.0
+SAMPLES_RATE_LIMIT_VARIABLE = "PRIME_SAMPLES_RATE_LIMIT"
 #: Refusals of what a request carries (malformed, too large, invalid): splitting it finds the rows refused.
 _SPLIT_ON = frozenset({400, 413, 422})
 _BODY_OPEN, _BODY_CLOSE = b'{"samples":[', b"]}"
@@ -113,6 +116,7 @@ class EvalSamplesExporter(RecordExporter):
     #: A batch goes out in several POSTs: each names its records through ``REQUEST_PROGRESS``.
     reports_requests = True
     linger_seconds = SAMPLES_LINGER_SECONDS
+    max_write_bytes = SAMPLES_WRITE_BYTES
 
     def __init__(
         self,
@@ -127,7 +131,7 @@ class EvalSamplesExporter(RecordExporter):
         self._evaluation_id = evaluation_id
         self._write_only_when = write_only_when
         self._sleep = sleep
-        self.pacer = RequestPacer(SAMPLES_REQUESTS_PER_MINUTE, PACING_WINDOW_SECONDS)
+        self.pacer = RequestPacer(platform_limit(SAMPLES_RATE_LIMIT_VARIABLE, SAMPLES_REQUESTS_PER_MINUTE))
         self._rollout_numbers: dict[Any, int] = {}
         self._warned_skip = False
 

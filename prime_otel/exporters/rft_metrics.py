@@ -1,9 +1,9 @@
 """Training metrics: the ``rft_metrics`` sink posts each step row (one per step, merged by the metrics uploader) as
 one ``POST /rft/metrics`` request from its own lane, so a slow sample upload never holds a step's metrics back.
 
-The platform takes 60 of these a minute per token; the sink paces itself to that over a window one second longer
-than the platform's (a request that took up to a second to arrive still counts inside the platform's window), so a
-trainer faster than the limit has its rows wait, in step order, instead of being answered 429.
+The platform takes 60 of these a minute per token (``PRIME_METRICS_RATE_LIMIT`` for a deployment with another
+limit); the sink paces itself to that, so a trainer faster than the limit has its rows wait, in step order, instead
+of being answered 429.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._sink import SinkStats, SinkWriteError
-from ..client import RequestPacer, TrainingRunsAPI, metered_requests
+from ..client import RequestPacer, TrainingRunsAPI, metered_requests, platform_limit
 from ..errors import is_permanent, is_transient
 
 METRICS_REQUESTS_PER_MINUTE = 60
-PACING_WINDOW_SECONDS = 61.0
+METRICS_RATE_LIMIT_VARIABLE = "PRIME_METRICS_RATE_LIMIT"
 
 
 class RftMetricsWriter:
@@ -30,7 +30,7 @@ class RftMetricsWriter:
         self.stats = SinkStats()
         self._api = api
         self._run_id = run_id
-        self.pacer = RequestPacer(METRICS_REQUESTS_PER_MINUTE, PACING_WINDOW_SECONDS)
+        self.pacer = RequestPacer(platform_limit(METRICS_RATE_LIMIT_VARIABLE, METRICS_REQUESTS_PER_MINUTE))
 
     @property
     def quiet_off_reason(self) -> str | None:

@@ -128,12 +128,19 @@ class SinkLane:
         self._cond = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         self._writing_records = 0
+        self._writing_bytes = 0
         self._writing_since: float | None = None
         self.deferred_records = 0
 
     @property
     def linger_seconds(self) -> float:
         return float(getattr(self.slot.exporter, "linger_seconds", 0.0) or 0.0)
+
+    @property
+    def max_write_bytes(self) -> int:
+        """Estimated bytes one write packs at most: the lane's bound, or more for a sink that packs into large
+        requests (``max_write_bytes`` on the sink: the sample table, under its rate limit)."""
+        return max(self._max_bytes, int(getattr(self.slot.exporter, "max_write_bytes", 0) or 0))
 
     @property
     def outstanding_records(self) -> int:
@@ -174,12 +181,12 @@ class SinkLane:
         return since is not None and time.monotonic() - since >= SLOW_WRITE_SECONDS
 
     def _fits(self, delivery: Delivery) -> bool:
+        """Room behind the write under way: the lane's backlog and write stay within its bounds (or it is idle)."""
         state = self._state
-        if not state.jobs:
+        if not state.jobs and not self._writing_records:
             return True
-        return len(state.jobs) < self._max_deliveries and state.backlog_bytes + delivery.estimated_bytes <= (
-            self._max_bytes
-        )
+        held = state.backlog_bytes + self._writing_bytes + delivery.estimated_bytes
+        return len(state.jobs) < self._max_deliveries and held <= self.max_write_bytes
 
     def _queue(self, job: Any) -> None:
         state = self._state
@@ -284,6 +291,7 @@ class SinkLane:
             state.backlog_bytes -= job.estimated_bytes
             state.backlog_records -= len(job.items)
             self._writing_records += len(job.items)
+            self._writing_bytes += job.estimated_bytes
             self._cond.notify_all()
         return job
 
@@ -293,10 +301,13 @@ class SinkLane:
         gathered = [first]
         records = len(first.items)
         until = time.monotonic() + self.linger_seconds
+        most_bytes = self.max_write_bytes
         with self._cond:
             while records < MAX_LINGER_RECORDS:
                 jobs = self._state.jobs
                 if jobs and isinstance(jobs[0], Delivery) and jobs[0].kind == first.kind:
+                    if self._writing_bytes + jobs[0].estimated_bytes > most_bytes:
+                        break  # a full write: it goes now
                     delivery = self._take()
                     gathered.append(delivery)
                     records += len(delivery.items)
@@ -322,8 +333,9 @@ class SinkLane:
             _logger.exception("the %s sink raised unexpectedly; its lane continues", self.slot.name)
         finally:
             with self._cond:
-                self._writing_records = 0
+                self._writing_records = self._writing_bytes = 0
                 self._writing_since = None
+                self._cond.notify_all()
             for delivery in deliveries:
                 delivery.handout.finished(self.slot.name)
         if not self._state.jobs:

@@ -76,10 +76,13 @@ class _Outstanding:
     """The records and estimated bytes of one delivery, given back to the queue's bounds once every lane wrote it
     (or at once when the delivery reached no lane)."""
 
-    def __init__(self, uploader: Uploader, records: int, estimated_bytes: int) -> None:
+    def __init__(
+        self, uploader: Uploader, records: int, estimated_bytes: int, then: Callable[[], None] | None = None
+    ) -> None:
         self._uploader = uploader
         self._records = records
         self._bytes = estimated_bytes
+        self._then = then
         self._released = False
         self.handed = False
 
@@ -93,6 +96,8 @@ class _Outstanding:
             uploader._room.notify_all()
         with uploader._lock:
             uploader._undelivered -= self._records
+        if self._then is not None:
+            self._then()
 
 
 class _Barrier:
@@ -175,6 +180,10 @@ class Uploader:
             )
             for slot in self.slots
         ]
+        # What the uploader holds at most: the queue's bound waiting, as much again in the lanes, and what a lane that
+        # packs large writes holds beyond that.
+        packing = max((lane.max_write_bytes - max_queue_bytes for lane in self.lanes), default=0)
+        self._max_held_bytes = 2 * max_queue_bytes + max(0, packing)
         by_sink = {lane.slot.name: lane for lane in self.lanes}
         for lane in self.lanes:
             follows = getattr(lane.slot.exporter, "follows", None)
@@ -264,7 +273,11 @@ class Uploader:
 
     def _fits(self, batch: _Batch) -> bool:
         """Room for ``batch``: within both bounds, or the queue is empty (a batch larger than the byte bound
-        is taken alone)."""
+        is taken alone), and what the sinks' lanes hold leaves room for it (all held stays within twice the
+        byte bound, plus what a packing lane may gather, or one batch)."""
+        held = self._waiting_bytes + self._delivering_bytes
+        if held and held + batch.estimated_bytes > self._max_held_bytes:
+            return False
         if self._waiting_batches == 0:
             return True
         return (
@@ -370,6 +383,10 @@ class Uploader:
             except queue.Empty:
                 self._tick()
 
+    def _when_written(self, items: list[Any]) -> Callable[[], None] | None:
+        """What to do once every lane wrote a delivery of ``items`` (None: nothing)."""
+        return None
+
     def _tick_timeout(self) -> float | None:
         """How long the uploader thread waits for work before ``_tick`` (None: forever)."""
         return None
@@ -421,7 +438,7 @@ class Uploader:
         estimated = first.estimated_bytes
         items = list(self._take(first))
         estimated += self._coalesce_into(first.kind, items)
-        outstanding = self._outstanding = _Outstanding(self, len(items), estimated)
+        outstanding = self._outstanding = _Outstanding(self, len(items), estimated, self._when_written(items))
         try:
             self._deliver(items)
         except Exception:

@@ -97,3 +97,23 @@ def test_a_sample_table_waiting_out_retry_after_30_holds_back_no_prime_traces_up
     assert max(gaps) < 2  # episodes come every 0.1 s; no upload waited on the other sink
     snapshot = platform_env.inspect.run(run.id)
     assert snapshot["num_episodes"] == 40 and snapshot["num_samples"] == 40
+
+
+def test_a_sink_that_only_fails_counts_every_request_and_its_error_once(platform_env: LocalPlatform) -> None:
+    """Prime Traces answers 503 to every upload: the sink's report counts each of its attempts and their bytes, and
+    run.errors lists the failure once (with how often it happened), however often it repeated."""
+    platform_env.inspect.add_fault(method="POST", path=TRACES_PATH, action="fail_before", status=503, times=None)
+    run = po.init(environments=["gsm8k"], model="m", sinks="dual")
+    for record in fresh_records("eval", 6):
+        run.log_episodes([record])
+    report = run.finish(timeout=3)
+
+    assert report is not None
+    refused = [r for r in _requests(platform_env) if _is_traces_post(r) and r["status"] == 503]
+    traces = next(sink for sink in report.sinks if sink.sink == "traces")
+    assert traces.delivered == 0 and traces.pending == 6
+    assert traces.requests == len(refused) > 0
+    assert traces.bytes == sum(int(r["headers"]["content-length"]) for r in refused)
+    assert len([error for error in run.errors if "traces sink" in error]) == 1
+    samples = next(sink for sink in report.sinks if sink.sink == "eval_samples")
+    assert samples.complete and samples.delivered == 6
