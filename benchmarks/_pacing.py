@@ -1,5 +1,6 @@
 """Pacing (issue 21): the requests each SDK makes of the rate-limited endpoints, how many the platform refuses, and
-how long ``finish()`` takes after the producer's last call; each SDK in its own process, one round.
+how long ``finish()`` takes after the producer's last call; each SDK in its own process, one round, each child on
+a fresh local platform (the limits count per token and minute: no child inherits another's window).
 
 - eval: one episode per ``log_episodes`` call at 100 a second, on a platform with its DEFAULT limits (300 sample
   appends a minute per token); ours with ``sinks="dual"`` (both tables), 0.1.4 with its default routing, on an
@@ -74,42 +75,53 @@ TRAIN_METRICS = (
 
 
 def run_pacing(scratch: Path, settings: PacingSettings) -> dict[str, Any]:
+    """Every child on a platform of its own: the limits count per token and minute, so a child must not inherit
+    the window the previous one filled."""
     results: dict[str, Any] = {"eval": {}, "train": {}, "train_limited": {}, "failures": []}
-    with start_local_platform(scratch / "platform-default-limits") as platform:
-        harness = Harness(platform, scratch)
-        for account, traces_enabled in (("traces", True), ("legacy", False)):
-            harness.account(traces_enabled)
-            runs = results["eval"][account] = {}
-            for sdk in SDKS:
-                spec: dict[str, Any] = {"sdk": sdk, "workload": "paced_eval", "episodes": settings.episodes}
-                spec["rate"] = settings.rate
-                if sdk == "ours":
-                    spec["sinks"] = "dual"
-                runs[sdk] = _attempt(harness, spec, results["failures"])
-                print(f"  pacing/eval-{account} {sdk}: {_brief(runs[sdk])}", flush=True)
-        harness.account(True)
-        results["train_limited"] = _train(harness, platform, settings.limited_steps, settings, results["failures"])
-    raised = 1_000_000
-    with start_local_platform(scratch / "platform-raised-limits", metrics_rate_limit=raised) as platform:
-        harness = Harness(platform, scratch)
-        results["train"] = _train(harness, platform, settings.steps, settings, results["failures"])
+    failures: list[str] = results["failures"]
+    for account, traces_enabled in (("traces", True), ("legacy", False)):
+        runs = results["eval"][account] = {}
+        for sdk in SDKS:
+            spec: dict[str, Any] = {"sdk": sdk, "workload": "paced_eval", "episodes": settings.episodes}
+            spec["rate"] = settings.rate
+            if sdk == "ours":
+                spec["sinks"] = "dual"
+            runs[sdk] = _on_own_platform(scratch, spec, failures, traces_enabled=traces_enabled)
+            print(f"  pacing/eval-{account} {sdk}: {_brief(runs[sdk])}", flush=True)
+    limited: dict[str, Any] = {}
+    for key, steps, limits in (
+        ("train_limited", settings.limited_steps, limited),
+        ("train", settings.steps, {"metrics_rate_limit": 1_000_000}),
+    ):
+        for sdk in SDKS:
+            spec = {"sdk": sdk, "workload": "threaded_train", "steps": steps, "threads": settings.threads}
+            result = _on_own_platform(scratch, spec, failures, complete_keys=2 * settings.threads, limits=limits)
+            results[key][sdk] = result
+            print(f"  pacing/train {steps} steps {sdk}: {_brief(result)}", flush=True)
     return results
 
 
-def _train(
-    harness: Harness, platform: Any, steps: int, settings: PacingSettings, failures: list[str]
-) -> dict[str, dict[str, Any] | None]:
-    runs: dict[str, dict[str, Any] | None] = {}
-    for sdk in SDKS:
-        spec = {"sdk": sdk, "workload": "threaded_train", "steps": steps, "threads": settings.threads}
+def _on_own_platform(
+    scratch: Path,
+    spec: dict[str, Any],
+    failures: list[str],
+    *,
+    traces_enabled: bool = True,
+    complete_keys: int = 0,
+    limits: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """Runs one child against a fresh local platform (default limits unless ``limits`` raise them)."""
+    folder = scratch / f"platform-{len(list(scratch.glob('platform-*')))}"
+    with start_local_platform(folder, **(limits or {})) as platform:
+        harness = Harness(platform, scratch)
+        harness.account(traces_enabled)
         result = _attempt(harness, spec, failures)
-        if result is not None:
+        if result is not None and complete_keys:
             rows = platform.inspect.run(result["run_id"]).get("metric_rows") or []
-            keys = 2 * settings.threads
-            result["complete_rows"] = sum(1 for row in rows if len([k for k in row if k.startswith("thread_")]) == keys)
-        runs[sdk] = result
-        print(f"  pacing/train {steps} steps {sdk}: {_brief(result)}", flush=True)
-    return runs
+            result["complete_rows"] = sum(
+                1 for row in rows if len([k for k in row if k.startswith("thread_")]) == complete_keys
+            )
+    return result
 
 
 def _attempt(harness: Harness, spec: dict[str, Any], failures: list[str]) -> dict[str, Any] | None:
