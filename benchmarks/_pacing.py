@@ -70,7 +70,9 @@ TRAIN_METRICS = (
     Metric("HTTP requests per 1,000 steps", lambda r: _per(r["requests"]["total"], r["steps"]), 0),
     Metric("answers 429", _refused, 0),
     Metric("complete rows stored (all keys of the step)", lambda r: r["complete_rows"], 0),
+    Metric("the threads' log_metrics calls (s)", lambda r: r["logging_s"], 2),
     Metric("finish() after the last call (s)", lambda r: r["finish_s"], 2),
+    Metric("first call -> finish returned (s)", lambda r: r["logging_s"] + r["finish_s"], 2),
 )
 
 
