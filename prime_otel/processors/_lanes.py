@@ -95,7 +95,6 @@ class _Stop:
 class _LaneState:
     jobs: deque[Any] = field(default_factory=deque)
     backlog_bytes: int = 0
-    backlog_records: int = 0
     deadlines: list[float] = field(default_factory=list)
 
 
@@ -143,11 +142,6 @@ class SinkLane:
         return max(self._max_bytes, int(getattr(self.slot.exporter, "max_write_bytes", 0) or 0))
 
     @property
-    def outstanding_records(self) -> int:
-        """Records handed to this lane and without an outcome on its sink yet."""
-        return self._state.backlog_records + self._writing_records
-
-    @property
     def alive(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
@@ -193,7 +187,6 @@ class SinkLane:
         state.jobs.append(job)
         if isinstance(job, Delivery):
             state.backlog_bytes += job.estimated_bytes
-            state.backlog_records += len(job.items)
         self._cond.notify_all()
 
     def _defer(self, delivery: Delivery) -> None:
@@ -236,7 +229,7 @@ class SinkLane:
         lost = self._writing_records if self.slot.spool is None else 0
         with self._cond:
             jobs, self._state.jobs = self._state.jobs, deque()
-            self._state.backlog_bytes = self._state.backlog_records = 0
+            self._state.backlog_bytes = 0
         for job in jobs:
             if isinstance(job, Delivery):
                 if job.seqs is not None and self.slot.spool is not None:
@@ -289,7 +282,6 @@ class SinkLane:
         job = state.jobs.popleft()
         if isinstance(job, Delivery):
             state.backlog_bytes -= job.estimated_bytes
-            state.backlog_records -= len(job.items)
             self._writing_records += len(job.items)
             self._writing_bytes += job.estimated_bytes
             self._cond.notify_all()
