@@ -27,6 +27,7 @@ from typing import Any
 from benchmarks._eval import SCENARIOS, Scenario, eval_sections, run_eval
 from benchmarks._harness import Harness
 from benchmarks._memory import MemorySettings, memory_section, run_memory
+from benchmarks._pacing import PacingSettings, pacing_sections, run_pacing
 from benchmarks._parquet import parquet_section, run_parquet
 from benchmarks._projection import projection_section, run_projection
 from benchmarks._report import Section, render_markdown, render_text
@@ -37,7 +38,7 @@ from prime_otel.testing import start_local_platform
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PROFILE_LINES = 30
-PARTS = ("eval", "train", "parquet", "projection", "spool", "memory")
+PARTS = ("eval", "train", "parquet", "projection", "spool", "pacing", "memory")
 OPTIONAL_PARTS = frozenset({"memory"})  # only with --only
 SPOOL_EPISODES = 100_000
 
@@ -70,6 +71,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--spool-delay", type=float, default=1.0, help="spool: seconds every POST is delayed")
     parser.add_argument("--spool-finish-timeout", type=float, default=10.0, help="spool: finish(timeout=)")
+    parser.add_argument("--pacing-episodes", type=int, default=1000, help="pacing: eval episodes (default 1000)")
+    parser.add_argument("--pacing-rate", type=float, default=100.0, help="pacing: episodes per second (default 100)")
+    parser.add_argument("--pacing-steps", type=int, default=1000, help="pacing: training steps (default 1000)")
+    parser.add_argument(
+        "--pacing-limited-steps", type=int, default=30, help="pacing: training steps at the default limit (default 30)"
+    )
     parser.add_argument("--memory-steps", type=int, default=4000, help="memory: training steps (default 4000)")
     parser.add_argument("--memory-per-step", type=int, default=8, help="memory: episodes per step (default 8)")
     parser.add_argument("--memory-window", type=int, default=500, help="memory: steps per RSS sample (default 500)")
@@ -186,6 +193,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
                     results["memory"] = run_memory(harness, Path(scratch), soak)
                     sections.append(memory_section(results["memory"]))
+    if "pacing" in parts:
+        print("pacing: the rate-limited endpoints at the platform's limits ...", flush=True)
+        pacing = PacingSettings(args.pacing_episodes, args.pacing_rate, args.pacing_steps, args.pacing_limited_steps)
+        with tempfile.TemporaryDirectory(prefix="prime-bench-pacing-") as scratch:
+            results["pacing"] = run_pacing(Path(scratch), pacing)
+        sections += pacing_sections(results["pacing"], pacing)
     if "parquet" in parts:
         print("Parquet encoding ...", flush=True)
         results["parquet"] = run_parquet(train_steps(args.steps, args.per_step), args.parquet_rounds)

@@ -43,6 +43,8 @@ class ChildSpec:
     window: int = 10_000  # spool: calls per progress sample; memory: steps per sample
     finish_timeout: float | None = None  # spool: finish(timeout=)
     pause_s: float = 0.0  # memory: the trainer's own work per step (a sleep)
+    rate: float = 100.0  # paced_eval: log_episodes calls per second
+    threads: int = 4  # threaded_train: trainer threads, each logging its own keys every step
 
     @classmethod
     def parse(cls, text: str) -> ChildSpec:
@@ -195,6 +197,59 @@ def run_train(spec: ChildSpec) -> dict[str, Any]:
         "steps": spec.steps,
         "log_episodes_ns": latency_summary(episode_latencies),
         "log_metrics_ns": latency_summary(metric_latencies),
+    }
+
+
+def run_paced_eval(spec: ChildSpec) -> dict[str, Any]:
+    """One episode per call at ``spec.rate`` calls a second (as verifiers logs finished rollouts); how long
+    ``finish()`` takes after the last call."""
+    init = sdk_init(spec)
+    episodes = eval_episodes(spec.episodes)
+    settle()
+    run = init(**{**EVAL_RUN, "name": "bench-paced-eval"})
+    began = time.perf_counter()
+    for index, episode in enumerate(episodes):
+        pause = began + index / spec.rate - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+        run.log_episodes([episode])
+    logging_s = time.perf_counter() - began
+    finish_began = time.perf_counter()
+    run.finish()
+    return {
+        "run_id": run.id,
+        "logged": len(episodes),
+        "logging_s": logging_s,
+        "finish_s": time.perf_counter() - finish_began,
+        "errors": list(run.errors),
+    }
+
+
+def run_threaded_train(spec: ChildSpec) -> dict[str, Any]:
+    """``spec.threads`` trainer threads each log their own keys for every one of ``spec.steps`` steps."""
+    init = sdk_init(spec)
+    settle()
+    run = init(kind="train", model=TRAIN_MODEL, team_id=TEAM_ID, training=training_spec(spec))
+    began = time.perf_counter()
+
+    def trainer(index: int) -> None:
+        for step in range(1, spec.steps + 1):
+            run.log_metrics({f"thread_{index}/loss": 1.0 / step, f"thread_{index}/tokens": 1000 * step}, step=step)
+
+    threads = [threading.Thread(target=trainer, args=(index,)) for index in range(spec.threads)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    logging_s = time.perf_counter() - began
+    finish_began = time.perf_counter()
+    run.finish()
+    return {
+        "run_id": run.id,
+        "steps": spec.steps,
+        "logging_s": logging_s,
+        "finish_s": time.perf_counter() - finish_began,
+        "errors": list(run.errors),
     }
 
 
@@ -398,6 +453,8 @@ WORKLOADS: Mapping[str, Callable[[ChildSpec], dict[str, Any]]] = {
     "train": run_train,
     "spool": run_spool,
     "memory": run_memory,
+    "paced_eval": run_paced_eval,
+    "threaded_train": run_threaded_train,
 }
 
 

@@ -81,7 +81,15 @@ class Harness:
         # A private HOME and working directory: neither SDK may read a real ~/.prime/config.json, and
         # whatever a run keeps on disk (spool, reports) stays in the scratch folder.
         private = {"HOME": str(self._home), "PRIME_RUNS_DIR": str(self._home / "runs"), "PYTHONPATH": path}
-        return {**inherited, **self._platform.env, **private}
+        return {**inherited, **self._platform.env, **private, **self._rate_limits()}
+
+    def _rate_limits(self) -> dict[str, str]:
+        """Our SDK paces itself to the platform's limits: it is told the ones this platform enforces."""
+        settings = self._platform.inspect.settings()
+        return {
+            "PRIME_SAMPLES_RATE_LIMIT": str(settings["samples_rate_limit"]),
+            "PRIME_METRICS_RATE_LIMIT": str(settings["metrics_rate_limit"]),
+        }
 
     def _last_seq(self) -> int:
         recent = self._platform.inspect.requests(limit=1)

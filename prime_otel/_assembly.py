@@ -10,6 +10,7 @@ from ._fork import register_for_fork_reset
 from ._sink import Sink
 from ._types import SinkPolicy
 from .client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI
+from .exporters._base import RecordExporter
 from .exporters.eval_samples import EvalSamplesExporter
 from .exporters.rft_metrics import RftMetricsWriter
 from .exporters.rft_samples import RftSamplesExporter
@@ -46,6 +47,8 @@ def record_sinks(
         traces.opt_out()
     only_without_traces = (lambda: traces.service_not_enabled) if policy == "traces" else None
     legacy_sink = legacy(only_without_traces)
+    if only_without_traces is not None and isinstance(legacy_sink, RecordExporter):
+        legacy_sink.follows = traces.name  # it asks traces whether the service is enabled: traces writes first
     return traces, [legacy_sink] if policy == "legacy" else [traces, legacy_sink]
 
 

@@ -33,3 +33,13 @@ class RequestProgress(Protocol):
 
 #: Set around a sink's write by a caller keeping in-flight markers, for sinks that report their requests.
 REQUEST_PROGRESS: ContextVar[RequestProgress | None] = ContextVar("prime_otel_request_progress", default=None)
+
+
+#: How the thread sending for one sink waits (a retry's back-off, a pacing gap): called with the seconds to wait and
+#: the caller's own sleep, it returns False instead of waiting when the wait would outlast the sender's deadline
+#: (the run is finishing), and the caller then gives the request up as not sent. Unset: the caller's plain sleep.
+SenderWait = Callable[[float, Callable[[float], None]], bool]
+SENDER_WAIT: ContextVar[SenderWait | None] = ContextVar("prime_otel_sender_wait", default=None)
+
+#: Told the body size of every HTTP attempt a sink's request makes (successful or not), for its report.
+REQUEST_METER: ContextVar[Callable[[int], None] | None] = ContextVar("prime_otel_request_meter", default=None)

@@ -10,8 +10,11 @@ from ._http import (
     UPLOAD_TIMEOUT,
     PlatformHTTP,
     encode_json,
+    meter_request,
+    metered_requests,
     suppressed_instrumentation,
 )
+from ._pacing import RequestPacer, platform_limit
 from ._readback import StoredSamples, sample_key
 from ._rft import STORAGE_ATTEMPTS, ObjectStorage, TrainingRunsAPI
 from ._traces import traces_client
@@ -41,12 +44,16 @@ __all__ = [
     "PlatformHTTP",
     "PlatformTimeoutError",
     "PlatformTransportError",
+    "RequestPacer",
     "StoredSamples",
     "TrainingRunsAPI",
     "build_create_body",
     "encode_json",
     "eval_dashboard_url",
+    "meter_request",
+    "metered_requests",
     "normalize_traces_url",
+    "platform_limit",
     "sample_key",
     "split_api_root",
     "strip_config_url",

@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 from opentelemetry import context as otel_context
 
-from .._attempts import ATTEMPT_LISTENER
+from .._attempts import ATTEMPT_LISTENER, REQUEST_METER, SENDER_WAIT
 from .._version import __version__
 from ..errors import APIError, RetryableAPIError, TransportError, is_ambiguous
 from ._failures import backoff_seconds, error_for_response, transport_failure
@@ -79,6 +79,24 @@ def decode_response(response: httpx.Response, what: str) -> dict[str, Any]:
 def user_agent() -> str:
     python = ".".join(str(part) for part in sys.version_info[:3])
     return f"prime-otel/{__version__} python/{python}"
+
+
+@contextmanager
+def metered_requests(meter: Callable[[int], None]) -> Iterator[None]:
+    """Within the block, every HTTP attempt on this thread (successful or not) is told to ``meter`` with its body
+    size: what a sink's report counts as its requests and bytes."""
+    token = REQUEST_METER.set(meter)
+    try:
+        yield
+    finally:
+        REQUEST_METER.reset(token)
+
+
+def meter_request(request: httpx.Request) -> None:
+    """An httpx request hook: tells the metered block's meter about an attempt of a client that is not ours."""
+    meter = REQUEST_METER.get()
+    if meter is not None:
+        meter(int(request.headers.get("content-length") or 0))
 
 
 class RequestCounters:
@@ -199,7 +217,11 @@ class PlatformHTTP:
                 if deadline is not None and time.monotonic() + delay > deadline:
                     raise
                 logger.debug("%s: %s; retrying in %.1f s (attempt %d)", what, error, delay, attempt + 1)
-                self._sleep(delay)
+                wait = SENDER_WAIT.get()
+                if wait is None:
+                    self._sleep(delay)
+                elif not wait(delay, self._sleep):
+                    raise  # the sender must stop waiting (its run is finishing): this request was not sent
 
     def _attempt(
         self, method: str, url: str, body: bytes | None, timeout: httpx.Timeout | None, what: str, reached: bool
@@ -224,6 +246,9 @@ class PlatformHTTP:
             headers["Content-Type"] = "application/json"
         client = self._client.get()
         self._counters.count(body)
+        meter = REQUEST_METER.get()
+        if meter is not None:
+            meter(len(body) if body else 0)
         try:
             with suppressed_instrumentation():
                 response = client.request(

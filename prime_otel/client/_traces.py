@@ -14,6 +14,7 @@ from typing import Any
 
 from prime_traces import TracesAPIClient, TracesClient
 
+from ._http import meter_request
 from ._transport import transport_for
 
 try:
@@ -70,6 +71,6 @@ USE_ISAL = HAVE_ISAL and gzip_hooks_fit(TracesAPIClient)
 def traces_client(*, api_key: str, base_url: str, team_id: str | None) -> TracesClient:
     """A Prime Traces client for one run or sync, on the process's shared transport for ``base_url``."""
     api_type = IsalGzipTracesAPIClient if USE_ISAL else TracesAPIClient
-    return TracesClient(
-        api_type(api_key=api_key, base_url=base_url, team_id=team_id or "", transport=transport_for(base_url))
-    )
+    api = api_type(api_key=api_key, base_url=base_url, team_id=team_id or "", transport=transport_for(base_url))
+    api.client.event_hooks["request"].append(meter_request)  # a sink's report counts every upload attempt
+    return TracesClient(api)

@@ -22,6 +22,9 @@ class RecordExporter(SpanExporter):
     """
 
     name: str = "sink"
+    #: The sink whose outcome for a batch this one waits for before writing it (set when it writes only while that
+    #: one cannot); None: it writes independently.
+    follows: str | None = None
 
     def __init__(self) -> None:
         self.enabled = True
@@ -80,6 +83,10 @@ class RecordExporter(SpanExporter):
         )
         if self.on_rejected is not None:
             self.on_rejected(count, reason)
+
+    def _count_request(self, sent_bytes: int) -> None:
+        """One HTTP attempt of this sink (``metered_requests``), whatever became of it."""
+        self._count(requests=1, sent_bytes=sent_bytes)
 
     def _count(self, delivered: int = 0, requests: int = 0, sent_bytes: int = 0, skipped: int = 0) -> None:
         with self._stats_lock:

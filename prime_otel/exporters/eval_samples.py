@@ -5,6 +5,10 @@ blindly: a duplicate would silently skew every dashboard average. Its rows are r
 is sent again only when two reads prove that none of it was stored, and what a read cannot decide is reported
 as possibly missing. A 4xx rejection of several rows proves nothing was stored: the request is split until only
 the rows refused are left, and those alone fail, counted with the platform's reason.
+
+The table takes 300 requests a minute per token. Its lane lingers ``SAMPLES_LINGER_SECONDS`` after a record
+arrives and packs what came meanwhile into as few requests as the 25 MiB body cap allows, so a producer logging
+one episode per call costs about one request a second at any rate; a pacer keeps the sink under the limit even so.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from .._attempts import ATTEMPT_LISTENER, REQUEST_PROGRESS, RequestProgress
 from .._sink import SinkWriteError
-from ..client import EvaluationsAPI, StoredSamples, sample_key
+from ..client import EvaluationsAPI, RequestPacer, StoredSamples, metered_requests, platform_limit, sample_key
 from ..client._readback import SETTLE_SECONDS
 from ..errors import failure_reason, is_ambiguous, is_permanent, is_record_rejection, is_transient
 from ..records import RecordSpan, compact_json, is_episode, nullify, record_of
@@ -31,6 +35,15 @@ _logger = logging.getLogger(__name__)
 #: Sends of one request at most: the first, and one after a read-back proved it was not stored (rows still not
 #: stored after that are kept for a later replay, like any other failure that stored nothing).
 SEND_ATTEMPTS = 2
+#: How long the sink's lane waits for more records before it writes (a record's added latency, at most).
+SAMPLES_LINGER_SECONDS = 1.0
+#: Most estimated JSON bytes one write packs (its requests stay within the 25 MiB body cap): large episodes at a high
+#: rate still cost about one request per linger.
+SAMPLES_WRITE_BYTES = 16 * 1024 * 1024
+#: The platform's limit on sample appends per token and minute (``PRIME_SAMPLES_RATE_LIMIT`` for another one); the
+#: sink paces itself to it.
+SAMPLES_REQUESTS_PER_MINUTE = 300
+SAMPLES_RATE_LIMIT_VARIABLE = "PRIME_SAMPLES_RATE_LIMIT"
 #: Refusals of what a request carries (malformed, too large, invalid): splitting it finds the rows refused.
 _SPLIT_ON = frozenset({400, 413, 422})
 _BODY_OPEN, _BODY_CLOSE = b'{"samples":[', b"]}"
@@ -102,6 +115,8 @@ class EvalSamplesExporter(RecordExporter):
     name = "eval_samples"
     #: A batch goes out in several POSTs: each names its records through ``REQUEST_PROGRESS``.
     reports_requests = True
+    linger_seconds = SAMPLES_LINGER_SECONDS
+    max_write_bytes = SAMPLES_WRITE_BYTES
 
     def __init__(
         self,
@@ -116,6 +131,7 @@ class EvalSamplesExporter(RecordExporter):
         self._evaluation_id = evaluation_id
         self._write_only_when = write_only_when
         self._sleep = sleep
+        self.pacer = RequestPacer(platform_limit(SAMPLES_RATE_LIMIT_VARIABLE, SAMPLES_REQUESTS_PER_MINUTE))
         self._rollout_numbers: dict[Any, int] = {}
         self._warned_skip = False
 
@@ -126,7 +142,12 @@ class EvalSamplesExporter(RecordExporter):
             return
         samples = self._project(spans)
         if samples:
-            self._send(samples)
+            with metered_requests(self._count_request):
+                self._send(samples)
+
+    def reset_after_fork(self) -> None:
+        super().reset_after_fork()
+        self.pacer.reset_after_fork()
 
     def _project(self, spans: Sequence[ReadableSpan]) -> list[EncodedSample]:
         """v0 rows with their JSON, each tagged with the position of its span in this batch."""
@@ -175,9 +196,9 @@ class EvalSamplesExporter(RecordExporter):
         error: BaseException | None = None
         for _ in range(SEND_ATTEMPTS):
             body = b"".join((_BODY_OPEN, b",".join(samples[i].data for i in indices), _BODY_CLOSE))
-            self._count(requests=1, sent_bytes=len(body))  # every request sent, whatever became of it
             rows.sending(indices)
             try:
+                self.pacer.acquire()
                 self._api.append_samples(self._evaluation_id, body)
             except Exception as exc:
                 error = exc

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,16 +22,19 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from prime_traces import Batch, LineFormat, TracesClient, UploadReceipt
 from prime_traces.batching import MAX_LINE_BYTES
+from prime_traces.traces import retry_delay
 from pydantic import BaseModel
 
+from .._attempts import SENDER_WAIT
 from .._conventions import EPISODE_SPAN
 from .._sink import SinkWriteError
-from ..client import suppressed_instrumentation, traces_client
+from ..client import metered_requests, suppressed_instrumentation, traces_client
 from ..errors import (
     APIError,
     ForbiddenError,
     RetryableAPIError,
     TraceTooLargeError,
+    TransportError,
     ValidationRejectedError,
 )
 from ..records import RecordSpan, why_unencodable
@@ -46,6 +50,22 @@ _REQUEST_CODES = frozenset(
 )
 
 TracesClientFactory = Callable[[], TracesClient]
+#: How long the sink's lane waits for more records before it uploads: a producer logging one episode per call at a
+#: high rate costs a few uploads a second instead of one per call.
+TRACES_LINGER_SECONDS = 0.2
+#: Attempts of one upload (the first and its retries after a 429, 5xx or transport failure).
+UPLOAD_ATTEMPTS = 5
+
+
+def _wait_to_retry(error: Exception, attempt: int) -> bool:
+    """Wait before retry ``attempt`` (0-based) as prime-traces would, through the sender's wait (so a run that is
+    finishing gives the retry up instead of sleeping past its deadline); False when the retry is given up."""
+    delay = retry_delay(error, attempt)
+    wait = SENDER_WAIT.get()
+    if wait is None:
+        time.sleep(delay)
+        return True
+    return wait(delay, time.sleep)
 
 
 def upload_context(run_type: str, *, framework: str | None = None, model: str | None = None) -> dict[str, str]:
@@ -157,6 +177,7 @@ class PrimeTracesExporter(RecordExporter):
 
     name = "traces"
     replay_safe = True  # content-addressed: the service answers a replay with the earlier receipt
+    linger_seconds = TRACES_LINGER_SECONDS
 
     def __init__(
         self,
@@ -262,26 +283,37 @@ class PrimeTracesExporter(RecordExporter):
         rejected lines are alone (counted failed with the platform's code); any other failure raises ``_Unsent``
         with the lines that were not stored."""
         committed = start
+        base = start
 
         def on_batch(batch: Batch, receipt: UploadReceipt) -> None:
             nonlocal committed
-            first = start + batch.first_line_number - 1
+            first = base + batch.first_line_number - 1
             committed = first + batch.num_lines
             self.receipts_received += 1
             self.receipts.append(receipt)
             if group.line_format is LineFormat.EPISODE:
                 self.episodes_written += sum(group.has_traces[first:committed])
-            self._count(delivered=batch.num_lines, requests=1, sent_bytes=batch.size)
+            self._count(delivered=batch.num_lines)
 
         try:
-            with suppressed_instrumentation():
-                self._traces_client().upload_lines(
-                    group.lines[start:stop],
-                    line_format=group.line_format,
-                    context=self.context,
-                    compress=True,
-                    on_batch=on_batch,
-                )
+            for attempt in range(UPLOAD_ATTEMPTS):
+                # Each attempt resumes at the first line not stored: its batches are the same bytes as before (the
+                # same idempotency keys), so a batch an ambiguous failure stored is answered with its receipt.
+                base = committed
+                try:
+                    with suppressed_instrumentation(), metered_requests(self._count_request):
+                        self._traces_client().upload_lines(
+                            group.lines[base:stop],
+                            line_format=group.line_format,
+                            context=self.context,
+                            compress=True,
+                            max_attempts=1,
+                            on_batch=on_batch,
+                        )
+                    break
+                except (RetryableAPIError, TransportError) as error:
+                    if attempt == UPLOAD_ATTEMPTS - 1 or not _wait_to_retry(error, attempt):
+                        raise
         except Exception as error:
             if not _isolatable(error):
                 raise _Unsent(error, list(range(committed, stop))) from error

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,23 +127,23 @@ class GatewayRecordProcessor(RecordProcessor):
         with self._bytes_lock:
             self._queued_bytes -= size
 
+    def _when_written(self, items: list[Any]) -> Callable[[], None]:
+        """The records' bytes count against the run's bound until every sink wrote them."""
+        size = sum(received.size for received in items)
+        return lambda: self._release(size)
+
     def _deliver(self, items: list[Any]) -> None:
-        try:
-            spans: list[GatewayRecordSpan] = []
-            for received in items:
-                try:
-                    record = json.loads(received.record_json)
-                    if not isinstance(record, dict):
-                        raise ValueError("not a JSON object")
-                    spans.append(GatewayRecordSpan(received, record, self._resource))
-                except (ValueError, RecursionError) as exc:
-                    self.invalid_records += 1
-                    _logger.warning(
-                        "a received %s span carries no valid record (%s); counted as lost", received.name, exc
-                    )
-            # Valid JSON can still be no record (a lone surrogate, no id): counted failed on every sink, with why.
-            usable = self._prepare(spans)
-            if usable:
-                self._dispatch_to_slots(usable)
-        finally:
-            self._release(sum(received.size for received in items))
+        spans: list[GatewayRecordSpan] = []
+        for received in items:
+            try:
+                record = json.loads(received.record_json)
+                if not isinstance(record, dict):
+                    raise ValueError("not a JSON object")
+                spans.append(GatewayRecordSpan(received, record, self._resource))
+            except (ValueError, RecursionError) as exc:
+                self.invalid_records += 1
+                _logger.warning("a received %s span carries no valid record (%s); counted as lost", received.name, exc)
+        # Valid JSON can still be no record (a lone surrogate, no id): counted failed on every sink, with why.
+        usable = self._prepare(spans)
+        if usable:
+            self._dispatch_to_slots(usable)

@@ -1,8 +1,11 @@
-"""The metrics uploader: ``log_metrics`` rows, collected through an OpenTelemetry meter, one export per step.
+"""The metrics uploader: ``log_metrics`` rows and the run's own instruments, merged into one row per step.
 
-``log_metrics`` only queues the checked values, plain numbers already (a few µs on the caller's thread).
-The uploader thread records them into gauges of the run's meter, collects once, and merges what the
-producer's own instruments measured since the previous step into the same row.
+``log_metrics`` only queues the checked values, plain numbers already (a few µs on the caller's thread). The
+uploader thread merges them into their step's row in the step book, as they are: no OpenTelemetry instrument is
+involved, so an integer arrives exact. What the producer's instruments of ``run.meter()`` measured is collected
+(the SDK's DELTA points, accumulated per step by ``StepRowExporter``) and merged into the same rows. A row is
+handed to the sinks once its step is due (see ``_step_book.py``), in step order; the ``rft_metrics`` sink then
+paces its requests under the platform's limit, so a trainer faster than the limit has its rows wait, never dropped.
 """
 
 from __future__ import annotations
@@ -22,42 +25,92 @@ from .._conventions import RUN_STEP
 from ..records import StepRowExporter, compact_json
 from ._slot import SinkSlot
 from ._spool import RunSpool, SpooledRecord
+from ._step_book import StepBook
 from ._uploader import Uploader
 
 _logger = logging.getLogger(__name__)
 _METRICS = "metrics"
 _COLLECT_ONLY: Mapping[str, Any] = {}
+#: How often the uploader thread looks for due rows and collects the run's instruments while nothing is logged.
+_IDLE_COLLECT_SECONDS = 1.0
 
 
 class StepMetricsUploader(Uploader):
-    """Owns the run's ``MeterProvider``; exports happen only when a step is logged (no periodic thread)."""
+    """Owns the run's ``MeterProvider`` (collected by the uploader thread only: no periodic thread) and the step
+    book; every sink gets each step's row once it is due."""
 
     def __init__(self, slots: Sequence[SinkSlot], resource: Resource, spool: RunSpool | None = None) -> None:
         super().__init__(slots, thread_name="prime-otel-metrics", spool=spool)
-        self._rows = StepRowExporter()
-        self._reader = PeriodicExportingMetricReader(self._rows, export_interval_millis=math.inf)
+        self._instruments = StepRowExporter()
+        self._reader = PeriodicExportingMetricReader(self._instruments, export_interval_millis=math.inf)
         self.meter_provider = MeterProvider(resource=resource, metric_readers=[self._reader], shutdown_on_exit=False)
         self._meter: Meter = self.meter_provider.get_meter("prime_otel.run")
-        self._gauges: dict[str, Any] = {}
+        self._book = StepBook()
         self._warned_stepless = False
         #: Also handed every batch of step rows (the OTLP tee); it must not block.
         self.tee: Callable[[list[dict[str, Any]]], None] | None = None
+
+    @property
+    def queued_records(self) -> int:
+        return super().queued_records + len(self._book)
 
     def submit(self, row: dict[str, Any]) -> bool:
         return self._put(_METRICS, [row])
 
     def collect(self) -> bool:
-        """Export what the producer's own instruments measured (points carrying ``prime.run.step``)."""
+        """Collect what the producer's own instruments measured (points carrying ``prime.run.step``)."""
         return self._put(_METRICS, [_COLLECT_ONLY])
 
     def _deliver(self, items: list[Any]) -> None:
-        rows: list[dict[str, Any]] = []
+        now = time.monotonic()
         for values in items:
-            rows.extend(self._collect_step(values))
+            if values is not _COLLECT_ONLY:
+                self._book.merge(values, now)
+        self._collect_instruments(now)
+        self._hand_due(now)
+
+    def _tick_timeout(self) -> float | None:
+        due = self._book.next_due()
+        if due is None:
+            return _IDLE_COLLECT_SECONDS
+        return min(_IDLE_COLLECT_SECONDS, max(0.01, due - time.monotonic()))
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        self._collect_instruments(now)
+        self._hand_due(now)
+
+    def _release_held(self) -> None:
+        now = time.monotonic()
+        self._collect_instruments(now)
+        self._hand_due(now, everything=True)
+
+    def _hand_due(self, now: float, *, everything: bool = False) -> None:
+        rows = self._book.take_due(now, everything=everything)
         if rows:
             if self.tee is not None:
                 self.tee(rows)
             self._dispatch_to_slots(rows, self._log(_METRICS, rows))
+
+    def _collect_instruments(self, now: float) -> None:
+        try:
+            self._reader.collect()
+        except Exception:
+            _logger.exception("collecting the run's instruments failed; their values wait for the next collection")
+            return
+        collected = self._instruments.take_rows()
+        stepless = collected.pop(None, {})
+        if stepless and not self._warned_stepless:
+            self._warned_stepless = True
+            _logger.warning(
+                "metric points without a %s attribute (an integer from 0 to 2**53 - 1) (%s) belong to no step "
+                "and are not uploaded; record them with the step attribute or log them with "
+                "run.log_metrics(..., step=)",
+                RUN_STEP,
+                ", ".join(sorted(stepless)),
+            )
+        for step, values in collected.items():
+            self._book.merge(values, now, step=step)
 
     def _encode_for_spool(self, items: list[Any]) -> list[bytes]:
         return [compact_json(row) for row in items if row is not _COLLECT_ONLY]
@@ -69,39 +122,6 @@ class StepMetricsUploader(Uploader):
 
     def _from_spool(self, records: list[SpooledRecord]) -> list[Any]:
         return [record.record for record in records]
-
-    def _collect_step(self, values: Mapping[str, Any]) -> list[dict[str, Any]]:
-        extra = {}
-        for name, value in values.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and name not in ("step", "_timestamp"):
-                self._gauge(name).set(value)
-            else:
-                extra[name] = value
-        self._reader.collect()
-        collected = self._rows.take_rows()
-        own = collected.pop(None, {})
-        if values is not _COLLECT_ONLY:
-            rows = [{**own, **extra}]
-        else:
-            rows = []
-            if own and not self._warned_stepless:
-                self._warned_stepless = True
-                _logger.warning(
-                    "metric points without a %s attribute (an integer from 0 to 2**53 - 1) (%s) belong to no step "
-                    "and are not uploaded; record them with the step attribute or log them with "
-                    "run.log_metrics(..., step=)",
-                    RUN_STEP,
-                    ", ".join(sorted(own)),
-                )
-        now = time.time()
-        rows.extend({**row, "step": step, "_timestamp": now} for step, row in sorted(collected.items()))
-        return rows
-
-    def _gauge(self, name: str) -> Any:
-        gauge = self._gauges.get(name)
-        if gauge is None:
-            gauge = self._gauges[name] = self._meter.create_gauge(name)
-        return gauge
 
     def close(self, timeout: float | None = 30.0) -> bool:
         closed = super().close(timeout)

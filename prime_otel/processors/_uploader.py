@@ -1,4 +1,5 @@
-"""The uploader: a bounded queue in front of one daemon thread that feeds a list of sinks.
+"""The uploader: a bounded queue in front of one daemon thread that prepares records for a list of sinks, each
+written from its own lane (``_lanes.py``) so that no sink waits on another.
 
 It keeps the shape of the SDK's ``BatchSpanProcessor`` (a daemon worker exports in batches; flush and
 shutdown) but owns its queue, because the run contract needs what the SDK's batch processor does not give:
@@ -19,11 +20,12 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._fork import register_for_fork_reset
+from ._lanes import Delivery, Handout, LaneBarrier, SinkLane
 from ._slot import SinkSlot
 from ._spool import RunSpool, SpooledRecord
 
@@ -40,7 +42,6 @@ SLOW_REQUEST_SECONDS = 0.5
 _ADMIT_SLICE_SECONDS = 0.01
 SPILLED_IN_MEMORY_BYTES = 8 * 1024 * 1024
 _STOP = object()
-_IDLE_REPLAY_SECONDS = 1.0
 # How much each delivery's measured mean moves a kind's estimate of bytes per record.
 _ESTIMATE_WEIGHT = 0.25
 
@@ -69,6 +70,34 @@ class _RecordSizes:
         mean = sum(len(data) for data in encoded) / len(encoded)
         known = self._per_record.get(kind)
         self._per_record[kind] = mean if known is None else known + _ESTIMATE_WEIGHT * (mean - known)
+
+
+class _Outstanding:
+    """The records and estimated bytes of one delivery, given back to the queue's bounds once every lane wrote it
+    (or at once when the delivery reached no lane)."""
+
+    def __init__(
+        self, uploader: Uploader, records: int, estimated_bytes: int, then: Callable[[], None] | None = None
+    ) -> None:
+        self._uploader = uploader
+        self._records = records
+        self._bytes = estimated_bytes
+        self._then = then
+        self._released = False
+        self.handed = False
+
+    def release(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        uploader = self._uploader
+        with uploader._room:
+            uploader._delivering_bytes -= self._bytes
+            uploader._room.notify_all()
+        with uploader._lock:
+            uploader._undelivered -= self._records
+        if self._then is not None:
+            self._then()
 
 
 class _Barrier:
@@ -107,6 +136,10 @@ class _SpilledRecords:
                 self._bytes -= self._kept.pop(kept)[1]
 
 
+def _nothing() -> None:
+    return None
+
+
 def remaining(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
@@ -136,6 +169,25 @@ class Uploader:
         self._record_sizes = _RecordSizes()
         self._put_timeout = put_timeout
         self._thread_name = thread_name
+        self.lanes = [
+            SinkLane(
+                slot,
+                recall=self._recall,
+                on_replayed=self._forget_settled,
+                thread_name=f"{thread_name}-{slot.name}",
+                max_backlog_deliveries=max_queue_batches,
+                max_backlog_bytes=max_queue_bytes,
+            )
+            for slot in self.slots
+        ]
+        # What the uploader holds at most: the queue's bound waiting, as much again in the lanes, and what a lane that
+        # packs large writes holds beyond that.
+        packing = max((lane.max_write_bytes - max_queue_bytes for lane in self.lanes), default=0)
+        self._max_held_bytes = 2 * max_queue_bytes + max(0, packing)
+        by_sink = {lane.slot.name: lane for lane in self.lanes}
+        for lane in self.lanes:
+            follows = getattr(lane.slot.exporter, "follows", None)
+            lane.leader = by_sink.get(follows) if isinstance(follows, str) else None
         self._init_runtime_state()
         register_for_fork_reset(self)
 
@@ -152,6 +204,7 @@ class Uploader:
         # When the uploader thread entered the sink call it is in (mostly waiting on the platform); read by producers.
         self._sending_since: float | None = None
         self._spilled = _SpilledRecords(SPILLED_IN_MEMORY_BYTES)
+        self._outstanding: _Outstanding | None = None
         self._stopping = False
         self._closed = False
 
@@ -220,7 +273,11 @@ class Uploader:
 
     def _fits(self, batch: _Batch) -> bool:
         """Room for ``batch``: within both bounds, or the queue is empty (a batch larger than the byte bound
-        is taken alone)."""
+        is taken alone), and what the sinks' lanes hold leaves room for it (all held stays within twice the
+        byte bound, plus what a packing lane may gather, or one batch)."""
+        held = self._waiting_bytes + self._delivering_bytes
+        if held and held + batch.estimated_bytes > self._max_held_bytes:
+            return False
         if self._waiting_batches == 0:
             return True
         return (
@@ -298,24 +355,15 @@ class Uploader:
         return self.spool.append(self._spool_kinds(kind, items), encoded) if self.spool is not None else None
 
     def _replay_pending(self, *, force: bool = False, deadline: float | None = None) -> None:
-        """Send spooled records to the sinks that can take them again, while no new records wait (with
-        ``force``: until none is left or the deadline passes)."""
+        """On the caller's thread, while no lane runs: send spooled records to the sinks that can take them again
+        (with ``force``: until none is left or the deadline passes)."""
+        for lane in self.lanes:
+            lane.replay_here(force=force, deadline=deadline)
+
+    def _forget_settled(self) -> None:
+        """Spilled records kept in memory are dropped once every sink has them."""
         if self.spool is None:
             return
-        for slot in self.slots:
-            while slot.pending:
-                self._sending_since = time.monotonic()
-                try:
-                    sent = slot.replay(self._recall, force=force)
-                except Exception:
-                    _logger.exception("replaying the %s sink's spool failed", slot.name)
-                    break
-                finally:
-                    self._sending_since = None
-                if not sent or (deadline is not None and time.monotonic() > deadline):
-                    break
-                if not force and not self._queue.empty():
-                    break  # new records go first; the backlog resumes when the queue is idle again
         oldest = [seq for slot in self.slots for seq in self.spool.oldest_pending(slot.name, 1)]
         self._spilled.forget_below(min(oldest) if oldest else None)
 
@@ -329,71 +377,122 @@ class Uploader:
         if self._pending is not None:
             item, self._pending = self._pending, None
             return item
-        if self.spool is None:
-            return self._queue.get()
         while True:
             try:
-                return self._queue.get(timeout=_IDLE_REPLAY_SECONDS)
+                return self._queue.get(timeout=self._tick_timeout())
             except queue.Empty:
-                self._replay_pending()
+                self._tick()
+
+    def _when_written(self, items: list[Any]) -> Callable[[], None] | None:
+        """What to do once every lane wrote a delivery of ``items`` (None: nothing)."""
+        return None
+
+    def _tick_timeout(self) -> float | None:
+        """How long the uploader thread waits for work before ``_tick`` (None: forever)."""
+        return None
+
+    def _tick(self) -> None:
+        """Periodic work on the uploader thread while no batch arrives."""
+
+    def _release_held(self) -> None:
+        """On the uploader thread, when a flush or the stop reaches it: hand the lanes what is still held back."""
 
     def _work(self) -> None:
         while True:
             item = self._next_item()
             if item is _STOP:
+                try:
+                    self._release_held()
+                except Exception:
+                    _logger.exception("handing the last held records to the sinks failed")
                 return
             if isinstance(item, _Barrier):
-                if item.drain_spool:
-                    self._replay_pending(force=True, deadline=item.deadline)
-                self._flush_sinks()
-                item.done.set()
+                self._pass_barrier(item)
                 continue
             assert isinstance(item, _Batch)
             self._deliver_batch(item)
 
+    def _pass_barrier(self, barrier: _Barrier) -> None:
+        """Hand the barrier to every lane; it is done (the spool saved) once the last lane passed it. The uploader
+        goes on preparing what follows meanwhile."""
+        try:
+            self._release_held()
+        except Exception:
+            _logger.exception("preparing a flush failed unexpectedly; the uploader continues")
+
+        def passed() -> None:
+            if self.spool is not None:
+                self.spool.save()
+            barrier.done.set()
+
+        if not self.lanes:
+            passed()
+            return
+        lane_barrier = LaneBarrier(len(self.lanes), barrier.drain_spool, barrier.deadline, passed)
+        for lane in self.lanes:
+            lane.barrier(lane_barrier)
+
     def _deliver_batch(self, first: _Batch) -> None:
-        """One delivery: ``first`` and what queued behind it. Its records are released when this returns, so an
-        idle uploader keeps nothing of the last delivery alive."""
+        """One delivery: ``first`` and what queued behind it, prepared here and handed to every lane. Its records
+        count against the queue's bounds until every lane wrote them."""
+        estimated = first.estimated_bytes
         items = list(self._take(first))
-        self._coalesce_into(first.kind, items)
+        estimated += self._coalesce_into(first.kind, items)
+        outstanding = self._outstanding = _Outstanding(self, len(items), estimated, self._when_written(items))
         try:
             self._deliver(items)
-            self._replay_pending()
         except Exception:
             _logger.exception("delivering %d records failed unexpectedly; the uploader continues", len(items))
-        with self._room:
-            self._delivering_bytes = 0
-        with self._lock:
-            self._undelivered -= len(items)
+        finally:
+            self._outstanding = None
+            if not outstanding.handed:
+                outstanding.release()
 
-    def _coalesce_into(self, kind: str, items: list[Any]) -> None:
-        """Drain what queued during the last request into one delivery (at most ``max_queue_bytes``), stopping at
-        control items and kind changes."""
+    def _coalesce_into(self, kind: str, items: list[Any]) -> int:
+        """Drain what queued meanwhile into one delivery (at most ``max_queue_bytes``), stopping at control items
+        and kind changes; the estimated bytes taken."""
+        taken = 0
         while True:
             try:
                 following = self._queue.get_nowait()
             except queue.Empty:
-                return
+                return taken
             if (
                 isinstance(following, _Batch)
                 and following.kind == kind
                 and self._delivering_bytes + following.estimated_bytes <= self._max_queue_bytes
             ):
+                taken += following.estimated_bytes
                 items.extend(self._take(following))
                 continue
             self._pending = following
-            return
+            return taken
 
     def _dispatch_to_slots(self, items: Sequence[Any], seqs: Sequence[int] | None = None) -> None:
-        self._sending_since = time.monotonic()
-        try:
-            for slot in self.slots:
-                try:
-                    slot.dispatch(items, seqs)
-                except Exception:
-                    _logger.exception("the %s sink raised unexpectedly; the uploader continues", slot.name)
-        finally:
-            self._sending_since = None
+        """Hand prepared items (and their spool seqs) to every sink's lane."""
+        outstanding = self._outstanding
+        release: Callable[[], None] = _nothing
+        if outstanding is not None and not outstanding.handed:
+            outstanding.handed = True
+            release = outstanding.release
+        if not self.lanes:
+            release()
+            return
+        handout = Handout(len(self.lanes), release)
+        batch = list(items)
+        seq_list = list(seqs) if seqs is not None else None
+        kind = self._kind_of(batch)
+        estimated = self._record_sizes.estimate(kind, len(batch))
+        for lane in self.lanes:
+            lane.hand(Delivery(kind, batch, seq_list, estimated, handout), on_wait=self._waiting_on_lane)
+
+    def _kind_of(self, items: Sequence[Any]) -> str:
+        """The kind of ``items`` (a lane writes kinds apart; its measured size bounds a lane's backlog)."""
+        name = getattr(items[0], "name", None) if items else None
+        return name if isinstance(name, str) else ""
+
+    def _waiting_on_lane(self, waiting: bool) -> None:
+        self._sending_since = time.monotonic() if waiting else None
 
     def _flush_sinks(self) -> None:
         if self.spool is not None:
@@ -413,6 +512,8 @@ class Uploader:
         deadline = None if timeout is None else time.monotonic() + timeout
         thread = self._thread
         if thread is None or not thread.is_alive():
+            if any(lane.alive for lane in self.lanes):
+                return False  # closed while a lane still writes: nothing may touch its sink meanwhile
             if drain_spool:
                 self._replay_pending(force=True, deadline=deadline)
             self._flush_sinks()
@@ -422,7 +523,7 @@ class Uploader:
         return barrier.done.wait(remaining(deadline))
 
     def close(self, timeout: float | None = 30.0) -> bool:
-        """Stop after writing what is queued; sinks stay open (and False is returned) if the worker outlives it."""
+        """Stop after writing what is queued; sinks stay open (and False is returned) if a worker outlives it."""
         if self._closed:
             return True
         self._closed = True
@@ -433,8 +534,15 @@ class Uploader:
             self._queue.put(_STOP)
             thread.join(remaining(deadline))
             if thread.is_alive():
-                self._abandon_undelivered()
+                self._abandon_undelivered(self.lanes)
                 return False
+        running = [lane for lane in self.lanes if lane.alive]
+        for lane in running:
+            lane.stop(deadline)
+        stuck = [lane for lane in running if not lane.join(remaining(deadline))]
+        if stuck:
+            self._abandon_undelivered(stuck)
+            return False
         if self.spool is not None:
             self.spool.save()
         for slot in self.slots:
@@ -444,22 +552,40 @@ class Uploader:
                 _logger.exception("closing the %s sink failed", slot.name)
         return True
 
-    def _abandon_undelivered(self) -> None:
-        """At the deadline, whatever is queued or in flight counts as failed on every sink still writing; with
-        a spool, the queued batches go to it instead (the one in flight is already there)."""
+    def _abandon_undelivered(self, lanes: Sequence[SinkLane]) -> None:
+        """At the deadline, what is queued or in flight for a sink still writing counts as failed on it; with a
+        spool, the queued batches go to it instead (what a lane holds is logged there already)."""
+        queued = 0
         if self.spool is not None:
             self._spill_queue()
+        else:
+            queued = self._discard_queue()
+        abandoned = 0
+        for lane in lanes:
+            lost = lane.abandon() + queued
+            abandoned = max(abandoned, lost)
+            if lost and lane.slot.exporter.enabled:
+                lane.slot.add_failed(lost)
+        if self.spool is not None:
             self.spool.save()
-            return
         with self._lock:
-            self.abandoned_records = self._undelivered
-        for slot in self.slots:
-            if slot.exporter.enabled:
-                slot.add_failed(self.abandoned_records)
-        _logger.warning(
-            "the uploader is still writing at the deadline: %d records counted as lost; its sinks are left open",
-            self.abandoned_records,
-        )
+            self.abandoned_records = abandoned
+        if abandoned:
+            _logger.warning(
+                "the uploader is still writing at the deadline: %d records counted as lost; its sinks are left open",
+                abandoned,
+            )
+
+    def _discard_queue(self) -> int:
+        """Without a spool, at the deadline: the batches still queued, taken out; how many records they held."""
+        discarded = 0
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return discarded
+            if isinstance(item, _Batch):
+                discarded += len(self._take(item, delivering=False))
 
     def _spill_queue(self) -> None:
         before = self.spilled_records
@@ -486,3 +612,5 @@ class Uploader:
         self._undelivered = 0
         for slot in self.slots:
             slot.reset_after_fork()
+        for lane in self.lanes:
+            lane.reset_after_fork()

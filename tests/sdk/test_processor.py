@@ -63,16 +63,18 @@ def test_a_full_queue_blocks_briefly_then_drops_and_counts_the_new_batch() -> No
     """The producer is never stalled longer than the put timeout; the dropped batch is counted."""
     exporter = RecordingExporter()
     exporter.gate.clear()
-    processor = RecordProcessor([SinkSlot(exporter)], RESOURCE, max_queue_batches=1, put_timeout=0.05)
+    processor = RecordProcessor([SinkSlot(exporter)], RESOURCE, max_queue_batches=1, put_timeout=0.5)
     processor.submit([episode(0)])
     assert exporter.entered.wait(5)
-    processor.submit([episode(1)])  # fills the queue
-    assert processor.submit([episode(2), episode(3)]) is False
+    processor.submit([episode(1)])  # waits behind the sink's write, in its lane
+    processor.submit([episode(2)])  # the uploader waits for room in the lane
+    processor.submit([episode(3)])  # fills the queue
+    assert processor.submit([episode(4), episode(5)]) is False
     assert processor.dropped_records == 2
     exporter.gate.set()
     assert processor.flush(5)
     delivered = [record["id"] for batch in exporter.batches for record in batch]  # type: ignore[index]
-    assert delivered == ["e0", "e1"]
+    assert delivered == ["e0", "e1", "e2", "e3"]
 
 
 def test_batches_queued_during_one_request_coalesce_but_kinds_never_mix() -> None:
@@ -249,11 +251,15 @@ def test_with_a_spool_a_full_queue_spills_while_the_uploader_waits_on_the_platfo
     exporter.gate.clear()
     spool = RunSpool(tmp_path, sinks=[exporter.name])
     processor = RecordProcessor([SinkSlot(exporter, spool=spool)], RESOURCE, max_queue_batches=1, spool=spool)
+    slot = processor.slots[0]
     processor.submit([episode(0)])
     assert exporter.entered.wait(5)
-    processor.submit([episode(1)])  # fills the queue
+    processor.submit([episode(1)])  # waits in the sink's lane, which is then full
     assert processor.submit([episode(2)]) is True
-    assert processor.spilled_records == 1 and processor.dropped_records == 0
+    deadline = time.monotonic() + 5
+    while slot.pending < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert slot.pending == 1 and processor.dropped_records == 0  # e2 waits on disk for the sink
     exporter.gate.set()
     assert processor.flush(10, drain_spool=True)
     assert sorted(_ids(exporter)) == ["e0", "e1", "e2"]

@@ -117,11 +117,13 @@ def test_a_ledger_that_cannot_be_saved_sets_the_spool_aside_and_counts_its_recor
 def test_records_the_producer_spills_onto_a_full_disk_are_dropped_with_that_reason(
     platform: LocalPlatform, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The uploader is held up by a slow sample table, the queue fills and the producer spills: with no space
-    left every spilled batch is dropped and counted, and the producer's calls still return normally."""
+    """The uploader is held up by a slow platform (the sinks' lanes are full and the spool takes nothing), the queue
+    fills and the producer spills: with no space left every spilled batch is dropped and counted, and the
+    producer's calls still return normally."""
     monkeypatch.setattr(_spool, "_append_whole", no_space)
     platform.inspect.add_fault(method="POST", path=SAMPLES, action="delay", delay_s=1.0, times=None)
-    total = 800  # more than the queue holds (256 batches) while one delayed request is out
+    platform.inspect.add_fault(method="POST", path="/api/v1/traces", action="delay", delay_s=1.0, times=None)
+    total = 2000  # more than the sinks' lanes and the queue hold while delayed requests are out
     run = po.init(environments=["gsm8k"], model="m")
     for record in fresh_records("eval", total):
         run.log_episodes([record])
