@@ -19,7 +19,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.trace import Tracer
 
-from .._backends import RunBackend
+from .._backends import ClosedAs, RunBackend, close_run
 from .._files import write_json_atomically
 from .._fork import register_for_fork_reset
 from .._types import CONFIG_SOURCE_KEY, ConfigSource, RunStatus
@@ -42,6 +42,11 @@ _logger = logging.getLogger("prime_otel")
 DEFAULT_FINISH_TIMEOUT_SECONDS = 300.0
 CRASH_MESSAGE = "process exited without finishing the run"
 REPORT_FILE = "report.json"
+_CLOSURE_OF = {
+    ClosedAs.CONFIRMED: Closure.CONFIRMED,
+    ClosedAs.RECORDED_IN_METADATA: Closure.RECORDED_IN_METADATA,
+    ClosedAs.LEFT_TO_LAUNCHER: Closure.LEFT_TO_LAUNCHER,
+}
 
 
 @dataclass
@@ -403,26 +408,22 @@ class Run:
         backend = parts.backend
         if backend is None:
             return
-        summary = self._summary_for_platform()
-        config = None if parts.attached else (self.config or None)
-        self._quietly("updating the run", lambda: backend.update(self.id, config=config, summary=summary or None))
-        if parts.attached and status is not RunStatus.COMPLETED:
-            _logger.info(
-                "Run %s is attached: its %s status is left to the launcher that owns it", self.id, status.value
-            )
-            self._closure = Closure.LEFT_TO_LAUNCHER
-            return
-        final_error = error or self._parts.notes.first_error
         try:
-            backend.finalize(self.id, status, summary=summary or None, error=final_error, config=self.config or None)
+            closed = close_run(
+                backend,
+                self.id,
+                status,
+                summary=self._summary_for_platform(),
+                error=error or self._parts.notes.first_error,
+                config=self.config,
+                attached=parts.attached,
+                on_update_failure=lambda exc: self._parts.notes.note("updating the run", exc),
+            )
         except Exception as exc:
             self._parts.notes.note("finalizing the run", exc)
             self._settle_closure(Closure.NOT_CONFIRMED, describe(exc))
             return
-        # An evaluation platform without the status write (an older deployment) records a non-completed status
-        # in the run's metadata: the run itself keeps showing as running.
-        in_metadata = status is not RunStatus.COMPLETED and getattr(backend, "_status_endpoint_missing", False)
-        self._settle_closure(Closure.RECORDED_IN_METADATA if in_metadata else Closure.CONFIRMED)
+        self._settle_closure(_CLOSURE_OF[closed])
 
     def _settle_closure(self, closure: Closure, error: str | None = None) -> None:
         self._closure = closure
