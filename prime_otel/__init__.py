@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from . import metrics, projection
-from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, RunKind, RunStatus, TrainingSpec
+from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, RunKind, RunMode, RunStatus, TrainingSpec
 from ._version import __version__ as __version__
 from .errors import (
     APIError,
@@ -42,6 +42,7 @@ __all__ = [
     "Run",
     "RunFinishedError",
     "RunKind",
+    "RunMode",
     "RunStatus",
     "SinkReport",
     "TrainingSpec",

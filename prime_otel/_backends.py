@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
-from ._types import EnvironmentRef, RunStatus, TrainingSpec, crashed_message
+from ._types import EnvironmentRef, RunKind, RunStatus, TrainingSpec, crashed_message
 from .client import (
     ERROR_MESSAGE_LIMIT,
     EvaluationsAPI,
@@ -35,7 +35,7 @@ FINALIZED_STATUSES = frozenset({"PROCESSING", "COMPLETED"})
 
 @dataclass
 class RunSpec:
-    kind: str
+    kind: RunKind
     name: str | None
     environments: list[EnvironmentRef]
     model: str | None

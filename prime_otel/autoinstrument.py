@@ -18,7 +18,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk._configuration import _BaseConfigurator
@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ._conventions import RUN_STEP
-from ._types import RunStatus
+from ._types import RunKind, RunStatus
 from .records import ALL_DELTA, StepRowExporter
 from .run import Run
 
@@ -65,7 +65,7 @@ def _open_from_environment() -> Run | None:
     try:
         run = init(
             name=_environ(RUN_NAME_ENV),
-            kind=_environ(RUN_KIND_ENV) or "eval",
+            kind=cast(RunKind, _environ(RUN_KIND_ENV) or "eval"),  # init() refuses a kind that names none
             model=_environ(RUN_MODEL_ENV),
             environments=environments,
             framework=_environ(RUN_FRAMEWORK_ENV),

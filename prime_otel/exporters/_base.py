@@ -22,6 +22,9 @@ class RecordExporter(SpanExporter):
     """
 
     name: str = "sink"
+    #: See ``Sink``: a repeat stores nothing twice; the sink names each request's records as it succeeds.
+    replay_safe: bool = False
+    reports_requests: bool = False
 
     def __init__(self) -> None:
         self.enabled = True

@@ -6,9 +6,8 @@ step's metrics back.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from .._sink import SinkStats, SinkWriteError
+from .._sink import MetricsRow, SinkStats, SinkWriteError
 from ..client import TrainingRunsAPI
 from ..errors import is_permanent, is_transient
 
@@ -18,6 +17,7 @@ class RftMetricsWriter:
 
     name = "rft_metrics"
     replay_safe = True  # the platform keeps one row per step and merges a repeat
+    reports_requests = False
 
     def __init__(self, api: TrainingRunsAPI, run_id: str) -> None:
         self.enabled = True
@@ -29,7 +29,7 @@ class RftMetricsWriter:
     def quiet_off_reason(self) -> str | None:
         return None
 
-    def write(self, items: Sequence[Any]) -> None:
+    def write(self, items: Sequence[MetricsRow]) -> None:
         lost: list[int] = []
         reported: BaseException | None = None
         for position, row in enumerate(items):

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from .._conventions import EPISODE_SPAN
 from .._sink import SinkWriteError
+from .._types import RunKind
 from ..client import suppressed_instrumentation, traces_client
 from ..errors import (
     APIError,
@@ -48,7 +49,7 @@ _REQUEST_CODES = frozenset(
 TracesClientFactory = Callable[[], TracesClient]
 
 
-def upload_context(run_type: str, *, framework: str | None = None, model: str | None = None) -> dict[str, str]:
+def upload_context(run_type: RunKind, *, framework: str | None = None, model: str | None = None) -> dict[str, str]:
     """The context every Prime Traces upload of a run carries: this SDK, the run's type, and, when the run
     names them, its framework and model."""
     context = {"source": "prime-otel", "run_type": run_type}
@@ -162,7 +163,7 @@ class PrimeTracesExporter(RecordExporter):
         self,
         *,
         run_id: str,
-        run_kind: str,
+        run_kind: RunKind,
         context: Mapping[str, str],
         client_factory: TracesClientFactory,
         limits: TracesLimits | None = None,
@@ -185,7 +186,7 @@ class PrimeTracesExporter(RecordExporter):
         cls,
         *,
         run_id: str,
-        run_kind: str,
+        run_kind: RunKind,
         context: Mapping[str, str],
         api_key: str,
         traces_url: str,

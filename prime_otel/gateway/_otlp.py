@@ -14,6 +14,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
 
 from .. import _conventions as conv
+from .._types import RunKind, run_kind_of
 
 
 def any_value(value: AnyValue) -> Any:
@@ -57,6 +58,11 @@ class Origin:
     rank: int
     world_size: int
     attributes: Mapping[str, Any]
+
+    @property
+    def run_kind(self) -> RunKind | None:
+        """The kind the producer named, when it is one (``eval`` or ``train``)."""
+        return run_kind_of(self.kind)
 
     @classmethod
     def of(cls, resource_attributes: Mapping[str, Any]) -> Origin:

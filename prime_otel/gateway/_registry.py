@@ -25,7 +25,6 @@ _logger = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 1
 #: How long a closed run stays listed (and refuses late data) before it is forgotten.
 CLOSED_RUN_MEMORY_SECONDS = 3600.0
-_KINDS = ("eval", "train")
 _MAX_MESSAGE_CHARS = 1000
 
 
@@ -105,7 +104,7 @@ class RunRegistry:
             if origin.run_id is None:
                 outcome.reject(size, "a resource without run.id (no run to deliver to)")
                 runs.append(None)
-            elif origin.kind not in _KINDS:
+            elif origin.run_kind is None:
                 outcome.reject(size, f"run {origin.run_id}: run.type must be eval or train, got {origin.kind!r}")
                 runs.append(None)
             else:
@@ -116,13 +115,14 @@ class RunRegistry:
         return runs
 
     def _run(self, origin: Origin) -> GatewayRun:
-        assert origin.run_id is not None and origin.kind is not None
+        kind = origin.run_kind
+        assert origin.run_id is not None and kind is not None
         with self._lock:
             run = self._runs.get(origin.run_id)
             if run is None:
-                pipeline = self._factory.open(origin.run_id, origin.kind, Resource(dict(origin.attributes)))
+                pipeline = self._factory.open(origin.run_id, kind, Resource(dict(origin.attributes)))
                 tracker = EndTracker(self._lease_seconds, self._clock)
-                run = GatewayRun(origin.run_id, origin.kind, pipeline, tracker, drain_seconds=self._drain_seconds)
+                run = GatewayRun(origin.run_id, kind, pipeline, tracker, drain_seconds=self._drain_seconds)
                 self._runs[origin.run_id] = run
                 _logger.info("run %s (%s): receiving", origin.run_id, origin.kind)
             return run

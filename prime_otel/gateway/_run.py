@@ -13,7 +13,8 @@ from typing import Any
 
 from .. import _conventions as conv
 from .._backends import close_run
-from .._types import RunStatus
+from .._types import RunKind, RunStatus
+from ..processors import Uploader
 from ..records import clean
 from ._ending import METRIC_ROWS, SPAN_KINDS, Ending, EndMarker, EndTracker
 from ._otlp import Origin, ReceivedSpan, StepRow
@@ -36,7 +37,7 @@ class GatewayRun:
     """A run's state on this gateway. ``accept_*`` run on request threads; ``close`` on a closer thread."""
 
     def __init__(
-        self, run_id: str, kind: str, pipeline: RunPipeline, tracker: EndTracker, *, drain_seconds: float
+        self, run_id: str, kind: RunKind, pipeline: RunPipeline, tracker: EndTracker, *, drain_seconds: float
     ) -> None:
         self.id = run_id
         self.kind = kind
@@ -197,7 +198,10 @@ class GatewayRun:
 
     def status(self) -> dict[str, Any]:
         pipeline = self._pipeline
-        uploaders = [pipeline.processor, *([pipeline.metrics] if pipeline.metrics is not None else [])]
+        uploaders: list[Uploader[Any]] = [
+            pipeline.processor,
+            *([pipeline.metrics] if pipeline.metrics is not None else []),
+        ]
         ending = self.ending
         return {
             "run_id": self.id,

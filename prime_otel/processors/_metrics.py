@@ -19,6 +19,7 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 
 from .._conventions import RUN_STEP
+from .._sink import MetricsRow
 from ..records import StepRowExporter, compact_json
 from ._slot import SinkSlot
 from ._spool import RunSpool, SpooledRecord
@@ -29,10 +30,12 @@ _METRICS = "metrics"
 _COLLECT_ONLY: Mapping[str, Any] = {}
 
 
-class StepMetricsUploader(Uploader):
+class StepMetricsUploader(Uploader[MetricsRow]):
     """Owns the run's ``MeterProvider``; exports happen only when a step is logged (no periodic thread)."""
 
-    def __init__(self, slots: Sequence[SinkSlot], resource: Resource, spool: RunSpool | None = None) -> None:
+    def __init__(
+        self, slots: Sequence[SinkSlot[MetricsRow]], resource: Resource, spool: RunSpool | None = None
+    ) -> None:
         super().__init__(slots, thread_name="prime-otel-metrics", spool=spool)
         self._rows = StepRowExporter()
         self._reader = PeriodicExportingMetricReader(self._rows, export_interval_millis=math.inf)
@@ -55,7 +58,7 @@ class StepMetricsUploader(Uploader):
         if rows:
             self._dispatch_to_slots(rows, self._log(_METRICS, rows))
 
-    def _encode_for_spool(self, items: list[Any]) -> list[bytes]:
+    def _encode_for_spool(self, items: Sequence[MetricsRow]) -> list[bytes]:
         return [compact_json(row) for row in items if row is not _COLLECT_ONLY]
 
     def _spill(self, kind: str, items: list[Any]) -> int:
@@ -63,7 +66,7 @@ class StepMetricsUploader(Uploader):
         rows = [row for row in items if row is not _COLLECT_ONLY]
         return super()._spill(kind, rows) if rows else 0
 
-    def _from_spool(self, records: list[SpooledRecord]) -> list[Any]:
+    def _from_spool(self, records: list[SpooledRecord]) -> list[MetricsRow]:
         return [record.record for record in records]
 
     def _collect_step(self, values: Mapping[str, Any]) -> list[dict[str, Any]]:

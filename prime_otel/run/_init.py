@@ -20,7 +20,16 @@ from .._config import Settings, resolve_mode, resolve_settings, resolve_traces_o
 from .._files import write_json_atomically
 from .._fork import register_for_fork_reset
 from .._sink import Sink
-from .._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, SinkPolicy, TrainingSpec
+from .._types import (
+    CONFIG_SOURCE_KEY,
+    RUN_KINDS,
+    ConfigSource,
+    EnvironmentRef,
+    RunKind,
+    RunMode,
+    SinkPolicy,
+    TrainingSpec,
+)
 from ..client import EvaluationsAPI, PlatformHTTP, TrainingRunsAPI
 from ..errors import ConfigurationError
 from ..exporters.otlp import OtlpMetricsSink, OtlpRecordSink, default_metric_exporter, default_span_exporter
@@ -36,7 +45,6 @@ from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run, RunParts
 
 _logger = logging.getLogger("prime_otel")
 
-_KINDS = ("eval", "train")
 _SINK_POLICIES = ("dual", "traces", "legacy")
 _TRANSPORTS = ("direct", "otlp")
 SPOOL_ENV = "PRIME_OTEL_SPOOL"
@@ -54,13 +62,13 @@ def init(
     description: str | None = None,
     tags: Iterable[str] | None = None,
     config: Any = None,
-    mode: str | None = None,
+    mode: RunMode | None = None,
     team_id: str | None = None,
     api_key: str | None = None,
     base_url: str | None = None,
     on_error: OnError = "warn",
     finish_timeout: float | None = None,
-    kind: str = "eval",
+    kind: RunKind = "eval",
     id: str | None = None,
     training: TrainingSpec | None = None,
     traces_opt_out: bool | None = None,
@@ -87,7 +95,7 @@ def init(
     again, at the end of the run, or later by ``prime-otel sync <run folder>``.
     """
     settings = resolve_settings(api_key=api_key, team_id=team_id, base_url=base_url)
-    if kind not in _KINDS:
+    if kind not in RUN_KINDS:
         raise ConfigurationError(f"kind must be 'eval' or 'train', got {kind!r}")
     if training is not None and kind != "train":
         raise ConfigurationError("training=... describes a training run; pass kind='train' with it")

@@ -22,7 +22,7 @@ from opentelemetry.trace import Tracer
 from .._backends import ClosedAs, RunBackend, close_run
 from .._files import write_json_atomically
 from .._fork import register_for_fork_reset
-from .._types import CONFIG_SOURCE_KEY, ConfigSource, RunStatus
+from .._types import CONFIG_SOURCE_KEY, ConfigSource, RunKind, RunMode, RunStatus
 from ..client import PlatformHTTP
 from ..errors import RunFinishedError
 from ..exporters.otlp import OtlpRecordSink
@@ -54,7 +54,7 @@ class RunParts:
     """Everything ``init()`` assembled for one run."""
 
     identity: RunIdentity
-    mode: str
+    mode: RunMode
     url: str | None
     attached: bool
     owns_lifecycle: bool
@@ -102,6 +102,7 @@ class Run:
         self._state_lock = threading.Lock()
         self._finish_lock = threading.RLock()
         self._report: DeliveryReport | None = None
+        self._report_when_finishing: DeliveryReport | None = None
         self._final_error: str | None = None
         self._deadline: float | None = None
         self._closure = Closure.OPEN
@@ -131,11 +132,11 @@ class Run:
         return self._parts.identity.name
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> RunKind:
         return self._parts.identity.kind
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> RunMode:
         return self._parts.mode
 
     @property
@@ -294,21 +295,28 @@ class Run:
         status: RunStatus | str = RunStatus.COMPLETED,
         error: str | None = None,
         timeout: float | None = None,
-    ) -> DeliveryReport | None:
-        """Drain, close the run on the platform with ``status``, and report what was delivered. Idempotent."""
+    ) -> DeliveryReport:
+        """Drain, close the run on the platform with ``status``, and report what was delivered. Idempotent: a
+        second call (or one made while the first is under way, from a signal handler) returns the report as it
+        stands."""
         target = coerce_status(status)
         with self._finish_lock:
-            if self._finished or self._finishing:
-                return self._report
+            if self._finished:
+                return self.report
+            if self._report_when_finishing is not None:
+                # Called from inside the first finish (a signal handler): a report built now could wait on a lock
+                # the interrupted teardown holds, so this call gets the report as it stood when finishing began.
+                return self._report_when_finishing
+            self._report_when_finishing = self._build_report()
             self._finishing = True
             try:
                 self._teardown(target, summary, error, timeout)
             finally:
                 self._finished = True
         self._parts.notes.raise_held()
-        return self._report
+        return self.report
 
-    def fail(self, error: BaseException | str, *, timeout: float | None = None) -> DeliveryReport | None:
+    def fail(self, error: BaseException | str, *, timeout: float | None = None) -> DeliveryReport:
         return self.finish(status=RunStatus.FAILED, error=describe(error), timeout=timeout)
 
     @property
@@ -671,6 +679,7 @@ class Run:
         self._state_lock = threading.Lock()
         self._finish_lock = threading.RLock()
         self._finishing = False
+        self._report_when_finishing = None
         self._owns_lifecycle = False
         self._signals = None
         self._status_line = StatusLine(self.id, self._progress)
