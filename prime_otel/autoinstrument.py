@@ -27,9 +27,10 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ._conventions import RUN_STEP
-from ._types import RunKind, RunStatus
+from ._types import RunKind
 from .records import ALL_DELTA, StepRowExporter
 from .run import Run
+from .run._exit_paths import exit_status
 
 _logger = logging.getLogger("prime_otel")
 
@@ -98,13 +99,7 @@ class _ExitStatus:
     def _at_exit(self) -> None:
         if self._run.finished:
             return
-        error = self._error
-        if error is None:
-            status, message = RunStatus.COMPLETED, None
-        elif isinstance(error, KeyboardInterrupt):
-            status, message = RunStatus.CANCELLED, "interrupted"
-        else:
-            status, message = RunStatus.FAILED, f"{type(error).__name__}: {error}"
+        status, message = exit_status(self._error)
         try:
             self._run.finish(status=status, error=message)
         except Exception:

@@ -10,8 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.sdk.resources import Resource
 
 from ._defaults import DEFAULT_DRAIN_SECONDS, DEFAULT_LEASE_SECONDS
@@ -52,6 +58,22 @@ class Outcome:
     @property
     def message(self) -> str:
         return "; ".join(self.reasons)[:_MAX_MESSAGE_CHARS]
+
+    def trace_response(self) -> ExportTraceServiceResponse:
+        """The answer to a traces export, over HTTP or gRPC: ``partial_success`` names the rejected spans."""
+        response = ExportTraceServiceResponse()
+        if self.rejected:
+            response.partial_success.rejected_spans = self.rejected
+            response.partial_success.error_message = self.message
+        return response
+
+    def metrics_response(self) -> ExportMetricsServiceResponse:
+        """The answer to a metrics export: ``partial_success`` names the rejected data points."""
+        response = ExportMetricsServiceResponse()
+        if self.rejected:
+            response.partial_success.rejected_data_points = self.rejected
+            response.partial_success.error_message = self.message
+        return response
 
 
 class RunRegistry:

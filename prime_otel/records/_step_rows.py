@@ -7,7 +7,6 @@ since the previous step (CUMULATIVE would re-send every past step).
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any
 
@@ -30,7 +29,7 @@ from opentelemetry.sdk.metrics.export import (
 )
 
 from .._conventions import RUN_STEP
-from ._metric_values import MAX_STEP
+from ._metric_values import MAX_STEP, histogram_value, point_value
 
 _DELTA = AggregationTemporality.DELTA
 ALL_DELTA: dict[type, AggregationTemporality] = {
@@ -84,13 +83,7 @@ def _step_of(point: Any) -> int | None:
 
 def _point_value(point: Any) -> int | float | None:
     if isinstance(point, NumberDataPoint):
-        if type(point.value) is int:
-            return point.value  # an integer metric stays an integer in the row
-        value = float(point.value)
-    elif isinstance(point, HistogramDataPoint):
-        if not point.count:
-            return None
-        value = point.sum / point.count
-    else:
-        return None
-    return value if math.isfinite(value) else None
+        return point_value(point.value)
+    if isinstance(point, HistogramDataPoint):
+        return histogram_value(point.sum, point.count)
+    return None

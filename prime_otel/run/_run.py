@@ -33,7 +33,7 @@ from ..processors._spool import DISK_FULL, RunSpool
 from ..records import clean, loggable, metric_row
 from ..resources import RunAdvertisement, RunIdentity
 from ._containment import ErrorNotes, describe
-from ._exit_paths import SIGNAL_FINISH_TIMEOUT_SECONDS, AtexitHook, SignalChain
+from ._exit_paths import SIGNAL_FINISH_TIMEOUT_SECONDS, AtexitHook, SignalChain, exit_status
 from ._report import Closure, DeliveryReport, SinkReport
 from ._status_line import Progress, StatusLine
 
@@ -637,16 +637,7 @@ class Run:
         if exc is None:
             self.finish()
             return False
-        import asyncio
-
-        if isinstance(exc, SystemExit) and exc.code in (0, None):
-            status, message = RunStatus.COMPLETED, None  # sys.exit(0) is a clean exit
-        elif isinstance(exc, SystemExit):
-            status, message = RunStatus.FAILED, _describe_exit(exc)
-        elif isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
-            status, message = RunStatus.CANCELLED, "interrupted"
-        else:
-            status, message = RunStatus.FAILED, describe(exc)
+        status, message = exit_status(exc)
         try:
             self.finish(status=status, error=message)
         except Exception:
@@ -684,11 +675,6 @@ class Run:
         self._signals = None
         self._status_line = StatusLine(self.id, self._progress)
         self._parts.notes.reset_after_fork()
-
-
-def _describe_exit(ending: SystemExit) -> str:
-    code = ending.code
-    return f"SystemExit: exit code {code}" if isinstance(code, int) else f"SystemExit: {code}"
 
 
 def _spool_notes(spool: RunSpool) -> list[str]:
