@@ -32,6 +32,7 @@ _NOT_CODE = frozenset(
 class _Line:
     path: Path
     number: int
+    index: int  # its position among the file's compared lines
     text: str
 
 
@@ -65,7 +66,7 @@ def _code_lines(path: Path) -> list[_Line]:
         if token.type in _NOT_CODE or token.start[0] in skipped:
             continue
         tokens[token.start[0]].append(token.string)
-    return [_Line(path, number, " ".join(tokens[number])) for number in sorted(tokens)]
+    return [_Line(path, number, index, " ".join(tokens[number])) for index, number in enumerate(sorted(tokens))]
 
 
 def _copies() -> dict[tuple[str, ...], list[_Line]]:
@@ -82,19 +83,19 @@ def _copies() -> dict[tuple[str, ...], list[_Line]]:
 def _distinct(found: list[_Line]) -> bool:
     """Two places that do not overlap (a window repeated within one run of equal lines is not a copy)."""
     first = found[0]
-    return any(other.path != first.path or other.number - first.number >= MIN_LINES for other in found[1:])
+    return any(other.path != first.path or other.index - first.index >= MIN_LINES for other in found[1:])
 
 
 def _report(copies: dict[tuple[str, ...], list[_Line]]) -> list[str]:
-    """One entry per copy: consecutive windows that start in the same places are one longer copy."""
-    starts: dict[tuple[tuple[Path, int], ...], tuple[str, ...]] = {}
-    for window, found in copies.items():
-        starts[tuple((line.path, line.number) for line in found)] = window
+    """One entry per copy: a window whose places all continue another copy's places is part of that copy."""
+    places = {frozenset((line.path, line.index) for line in found) for found in copies.values()}
     entries = []
-    for key, window in sorted(starts.items(), key=lambda item: [(str(p), n) for p, n in item[0]]):
-        where = ", ".join(f"{path.relative_to(PACKAGE.parent)}:{number}" for path, number in key)
+    for window, found in copies.items():
+        if frozenset((line.path, line.index - 1) for line in found) in places:
+            continue
+        where = ", ".join(f"{line.path.relative_to(PACKAGE.parent)}:{line.number}" for line in found)
         entries.append(f"{where}: {window[0]!r} ...")
-    return entries
+    return sorted(entries)
 
 
 def test_no_six_lines_of_code_appear_twice_in_the_package() -> None:
