@@ -1,4 +1,5 @@
-"""The session's local platform (runs told apart by id, faults reset after each test) and a client for it."""
+"""The session's local platform (runs told apart by id; faults and settings reset after each test) and a client
+for it. Its rate limits are raised: what a sink sends, not how the platform paces it, is under test here."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from prime_otel.testing import LocalPlatform
 
 @pytest.fixture
 def platform(local_platform_session: LocalPlatform) -> Iterator[LocalPlatform]:
+    local_platform_session.inspect.settings(metrics_rate_limit=100_000, samples_rate_limit=100_000)
     yield local_platform_session
     local_platform_session.reset()
 
