@@ -27,7 +27,7 @@ from prime_runs.sinks.base import stamp_run as released_stamp_run
 from verifiers.v1.trace import WireTrace
 from verifiers.v1.utils.trace_store import read_episodes
 
-from prime_otel import metrics, projection
+from prime_otel import RunKind, metrics, projection
 from prime_otel.client._traces import isal_gzip
 from prime_otel.records import clean, encode_record
 
@@ -67,11 +67,11 @@ def our_samples_upload(episodes: Sequence[Any], records: Sequence[Any] | None = 
     projection.pack_sample_requests(samples)
 
 
-def released_traces_lines(episodes: Sequence[Any], run_id: str, kind: str) -> list[Any]:
+def released_traces_lines(episodes: Sequence[Any], run_id: str, kind: RunKind) -> list[Any]:
     return [encode_json(released_stamp_run(episode.to_record(), run_id, kind)) for episode in episodes]
 
 
-def our_traces_lines(episodes: Sequence[Any], run_id: str, kind: str) -> list[Any]:
+def our_traces_lines(episodes: Sequence[Any], run_id: str, kind: RunKind) -> list[Any]:
     return [encode_record(episode).stamped(run_id, kind) for episode in episodes]
 
 

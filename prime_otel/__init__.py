@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from . import exceptions, metrics, models, projection
 from ._logger_names import nest_under_prime_runs
-from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, RunKind, RunStatus, TrainingSpec
+from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, RunKind, RunMode, RunStatus, TrainingSpec
 from ._version import __version__ as __version__
 from .errors import (
     APIError,
@@ -45,6 +45,7 @@ __all__ = [
     "Run",
     "RunFinishedError",
     "RunKind",
+    "RunMode",
     "RunStatus",
     "SinkReport",
     "TrainingSpec",

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from ._config import Settings
 from ._fork import register_for_fork_reset
 from ._sink import Sink
-from ._types import SinkPolicy
+from ._types import RunKind, SinkPolicy
 from .client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI
 from .exporters._base import RecordExporter
 from .exporters.eval_samples import EvalSamplesExporter
@@ -26,7 +26,7 @@ LegacySinkFactory = Callable[[Callable[[], bool] | None], Sink]
 def record_sinks(
     *,
     run_id: str,
-    kind: str,
+    kind: RunKind,
     settings: Settings,
     context: dict[str, str],
     policy: SinkPolicy,
@@ -55,7 +55,7 @@ def record_sinks(
 def sdk_record_sinks(
     *,
     run_id: str,
-    kind: str,
+    kind: RunKind,
     settings: Settings,
     context: dict[str, str],
     http: PlatformHTTP,
@@ -81,7 +81,7 @@ def sdk_record_sinks(
     return sinks
 
 
-def step_metric_sinks(http: PlatformHTTP, run_id: str, kind: str) -> list[Sink]:
+def step_metric_sinks(http: PlatformHTTP, run_id: str, kind: RunKind) -> list[Sink]:
     """A training run's step rows go to ``rft_metrics``; an eval run has no metric sink."""
     return [RftMetricsWriter(TrainingRunsAPI(http), run_id)] if kind == "train" else []
 

@@ -1,4 +1,8 @@
-"""Run lifecycle on the platform: register or attach, send config and summary, close with a status."""
+"""Run lifecycle on the platform: register or attach, send config and summary, close with a status.
+
+``close_run`` is the one way a run is closed (update, then finalize), used by ``Run.finish()``, the gateway and
+``prime-otel sync``.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,10 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Protocol
 
-from ._types import EnvironmentRef, RunStatus, TrainingSpec, crashed_message
+from ._types import EnvironmentRef, RunKind, RunStatus, TrainingSpec, crashed_message
 from .client import (
     ERROR_MESSAGE_LIMIT,
     EvaluationsAPI,
@@ -30,7 +35,7 @@ FINALIZED_STATUSES = frozenset({"PROCESSING", "COMPLETED"})
 
 @dataclass
 class RunSpec:
-    kind: str
+    kind: RunKind
     name: str | None
     environments: list[EnvironmentRef]
     model: str | None
@@ -52,6 +57,11 @@ class OpenedRun:
 
 
 class RunBackend(Protocol):
+    @property
+    def records_status_in_metadata(self) -> bool:
+        """True once a status other than completed can only be recorded in the run's metadata."""
+        ...
+
     def create(self, spec: RunSpec) -> OpenedRun: ...
     def attach(self, run_id: str, spec: RunSpec) -> OpenedRun: ...
     def update(self, run_id: str, *, config: dict[str, Any] | None, summary: dict[str, Any] | None) -> None: ...
@@ -79,6 +89,10 @@ class EvalBackend:
         self._api = api
         self._sleep = sleep
         self._status_endpoint_missing = False
+
+    @property
+    def records_status_in_metadata(self) -> bool:
+        return self._status_endpoint_missing
 
     def create(self, spec: RunSpec) -> OpenedRun:
         if not spec.environments:
@@ -179,6 +193,10 @@ class TrainingBackend:
     def __init__(self, api: TrainingRunsAPI) -> None:
         self._api = api
 
+    @property
+    def records_status_in_metadata(self) -> bool:
+        return False
+
     def create(self, spec: RunSpec) -> OpenedRun:
         if not spec.model:
             raise ConfigurationError("a training run needs model=... (the base model)")
@@ -226,6 +244,52 @@ class TrainingBackend:
             return
         if not self._api.set_status(run_id, status, error):
             _logger.info("Run %s was already closed on the platform; left as it is", run_id)
+
+
+class ClosedAs(Enum):
+    """How ``close_run`` left the run on the platform."""
+
+    #: The platform answered the finalize: it shows the run closed.
+    CONFIRMED = "confirmed"
+    #: The platform cannot hold this status (an older deployment): it is recorded in the run's metadata.
+    RECORDED_IN_METADATA = "recorded_in_metadata"
+    #: An attached run ended without completing: its status belongs to the launcher that owns it.
+    LEFT_TO_LAUNCHER = "left_to_launcher"
+
+
+def close_run(
+    backend: RunBackend,
+    run_id: str,
+    status: RunStatus,
+    *,
+    summary: Mapping[str, Any] | None,
+    error: str | None,
+    config: Mapping[str, Any] | None = None,
+    attached: bool = False,
+    on_update_failure: Callable[[Exception], None] | None = None,
+) -> ClosedAs:
+    """Close a run on the platform: send the final config and summary, then the status.
+
+    An attached run's config belongs to its launcher, so it is not sent, and only a completed attached run is
+    finalized here. A failed update is handed to ``on_update_failure`` and the finalize still goes (a live run
+    closes whatever happened to its summary); without it the failure propagates and nothing is closed (a sync
+    tries again next time). A failed finalize always propagates.
+    """
+    summary_sent = dict(summary) if summary else None
+    config_sent = dict(config) if config else None
+    try:
+        backend.update(run_id, config=None if attached else config_sent, summary=summary_sent)
+    except Exception as exc:
+        if on_update_failure is None:
+            raise
+        on_update_failure(exc)
+    if attached and status is not RunStatus.COMPLETED:
+        _logger.info("Run %s is attached: its %s status is left to the launcher that owns it", run_id, status.value)
+        return ClosedAs.LEFT_TO_LAUNCHER
+    backend.finalize(run_id, status, summary=summary_sent, error=error, config=config_sent)
+    if status is not RunStatus.COMPLETED and backend.records_status_in_metadata:
+        return ClosedAs.RECORDED_IN_METADATA
+    return ClosedAs.CONFIRMED
 
 
 def _error_message(status: RunStatus, error: str | None) -> str | None:

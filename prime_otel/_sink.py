@@ -1,11 +1,33 @@
-"""The sink contract every processor writes through and every sink keeps: ``Sink``, its counters, its partial
-failure, and the listener a sink tells about the records it refuses for good."""
+"""The sink contract every processor writes through and every sink keeps: ``Sink``, what it writes
+(``Record``), its counters, its partial failure, and the listener a sink tells about the records it refuses for
+good."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+__all__ = [
+    "MetricsRow",
+    "Record",
+    "RecordT",
+    "RejectingSink",
+    "RejectionListener",
+    "Sink",
+    "SinkStats",
+    "SinkWriteError",
+]
+
+#: One step's metrics as a metrics sink writes it: ``step``, an optional ``_timestamp``, each metric's value.
+MetricsRow = Mapping[str, Any]
+#: What a sink writes: a finished ``episode``/``trace`` span carrying a producer's record, or a step's metrics row.
+Record = ReadableSpan | MetricsRow
+#: The kind of record one sink (or one uploader's sinks) takes.
+RecordT = TypeVar("RecordT", bound=Record)
+_RecordT_contra = TypeVar("_RecordT_contra", bound=Record, contravariant=True)
 
 #: Told ``(count, reason)`` about records a sink will never store for what they are (the run counts them failed).
 RejectionListener = Callable[[int, str], None]
@@ -58,14 +80,22 @@ class SinkStats:
     skipped: int = 0
 
 
-class Sink(Protocol):
-    """What a processor needs of a sink; ``write`` raises on loss (``SinkWriteError`` for a partial one)."""
+class Sink(Protocol[_RecordT_contra]):
+    """What a processor needs of a sink; ``write`` raises on loss (``SinkWriteError`` for a partial one).
+
+    ``replay_safe``: a repeat of a request the platform already applied stores nothing twice (content-addressed,
+    or merged per key), so a failed or interrupted write may simply be sent again. ``reports_requests``: the sink
+    names each request's records as it succeeds (``SinkWriteError`` positions), so only the request in flight is
+    possibly missing after a crash.
+    """
 
     name: str
     enabled: bool
     stats: SinkStats
+    replay_safe: bool
+    reports_requests: bool
 
-    def write(self, items: Sequence[Any]) -> None: ...
+    def write(self, items: Sequence[_RecordT_contra]) -> None: ...
     def flush(self) -> None: ...
     def close(self) -> None: ...
     def reset_after_fork(self) -> None: ...

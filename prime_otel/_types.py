@@ -11,9 +11,13 @@ from typing import Any, Literal
 
 from .errors import ConfigurationError
 
+#: What a run is: an evaluation or a training run.
 RunKind = Literal["eval", "train"]
+#: Where a run's data goes: the platform, a run folder for ``prime-otel sync``, or nowhere.
 RunMode = Literal["online", "offline", "disabled"]
 SinkPolicy = Literal["dual", "traces", "legacy"]
+RUN_KINDS: tuple[RunKind, ...] = ("eval", "train")
+RUN_MODES: tuple[RunMode, ...] = ("online", "offline", "disabled")
 
 CONFIG_SOURCE_KEY = "config_source"
 MAX_CONFIG_SOURCE_BYTES = 262_144
@@ -63,6 +67,11 @@ class RunStatus(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+def run_kind_of(value: object) -> RunKind | None:
+    """``value`` as a run kind, or None when it names none (an attribute or a file read from outside)."""
+    return next((kind for kind in RUN_KINDS if kind == value), None)
 
 
 def crashed_message(error: str | None) -> str:

@@ -22,7 +22,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from opentelemetry import metrics, trace
 from opentelemetry.sdk._configuration import _BaseConfigurator
@@ -33,10 +33,11 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from . import compat
 from ._config import SAMPLES_STEP_INTERVAL_ENV, STATUS_LINE_ENV, resolve_flag
 from ._conventions import RUN_STEP
-from ._types import RunStatus, TrainingSpec
+from ._types import RunKind, TrainingSpec
 from .errors import ConfigurationError
 from .records import ALL_DELTA, StepRowExporter
 from .run import Run
+from .run._exit_paths import exit_status
 
 _logger = logging.getLogger("prime_otel")
 
@@ -128,7 +129,7 @@ def _open_from_environment() -> Run | None:
     try:
         run = init(
             name=_environ(RUN_NAME_ENV),
-            kind=kind,
+            kind=cast(RunKind, kind),  # init() refuses a kind that names none
             model=_environ(RUN_MODEL_ENV),
             environments=_listed(RUN_ENVIRONMENTS_ENV),
             framework=_environ(RUN_FRAMEWORK_ENV),
@@ -173,13 +174,7 @@ class _ExitStatus:
     def _at_exit(self) -> None:
         if self._run.finished:
             return
-        error = self._error
-        if error is None:
-            status, message = RunStatus.COMPLETED, None
-        elif isinstance(error, KeyboardInterrupt):
-            status, message = RunStatus.CANCELLED, "interrupted"
-        else:
-            status, message = RunStatus.FAILED, f"{type(error).__name__}: {error}"
+        status, message = exit_status(self._error)
         try:
             self._run.finish(status=status, error=message)
         except Exception:

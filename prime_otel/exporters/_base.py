@@ -25,6 +25,9 @@ class RecordExporter(SpanExporter):
     #: The sink whose outcome for a batch this one waits for before writing it (set when it writes only while that
     #: one cannot); None: it writes independently.
     follows: str | None = None
+    #: See ``Sink``: a repeat stores nothing twice; the sink names each request's records as it succeeds.
+    replay_safe: bool = False
+    reports_requests: bool = False
 
     def __init__(self) -> None:
         self.enabled = True

@@ -30,7 +30,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
 from .. import _conventions as conv
-from .._sink import SinkStats
+from .._sink import MetricsRow, SinkStats
 from ..client import suppressed_instrumentation
 from ..errors import MissingExtraError, TransportError
 from ..records import RecordSpan, compact_json, is_episode
@@ -179,6 +179,8 @@ class OtlpMetricsSink:
     """Step rows as OTLP gauge points carrying ``prime.run.step``; the gateway rebuilds one row per step."""
 
     name = "otlp_metrics"
+    replay_safe = False
+    reports_requests = False
 
     def __init__(self, exporter: MetricExporter, resource: Resource) -> None:
         self.enabled = True
@@ -190,7 +192,7 @@ class OtlpMetricsSink:
     def quiet_off_reason(self) -> str | None:
         return None
 
-    def write(self, items: Sequence[Any]) -> None:
+    def write(self, items: Sequence[MetricsRow]) -> None:
         metrics: list[Metric] = []
         now = time.time_ns()
         for row in items:

@@ -9,9 +9,8 @@ of being answered 429.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from .._sink import SinkStats, SinkWriteError
+from .._sink import MetricsRow, SinkStats, SinkWriteError
 from ..client import RequestPacer, TrainingRunsAPI, metered_requests, platform_limit
 from ..errors import is_permanent, is_transient
 
@@ -24,6 +23,7 @@ class RftMetricsWriter:
 
     name = "rft_metrics"
     replay_safe = True  # the platform keeps one row per step and merges a repeat
+    reports_requests = False
 
     def __init__(self, api: TrainingRunsAPI, run_id: str) -> None:
         self.enabled = True
@@ -36,7 +36,7 @@ class RftMetricsWriter:
     def quiet_off_reason(self) -> str | None:
         return None
 
-    def write(self, items: Sequence[Any]) -> None:
+    def write(self, items: Sequence[MetricsRow]) -> None:
         lost: list[int] = []
         reported: BaseException | None = None
         for position, row in enumerate(items):

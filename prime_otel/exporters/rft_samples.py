@@ -20,7 +20,7 @@ from .._attempts import REQUEST_PROGRESS, RequestProgress
 from .._sink import SinkWriteError
 from ..client import ObjectStorage, TrainingRunsAPI
 from ..errors import failure_reason, is_ambiguous, is_permanent, is_record_rejection
-from ..records import is_episode, record_of
+from ..records import is_episode, record_of, training_step
 from ._base import RecordExporter
 from ._parquet_rows import episodes_to_parquet_bytes, parquet_available, sample_rows_to_parquet_bytes
 
@@ -29,23 +29,6 @@ _logger = logging.getLogger(__name__)
 SAMPLE_ID_RANGE = 2**32
 _CHILD_RANGES = (2**20, 2**21)
 DEFAULT_STEP_INTERVAL = 10
-
-
-def _field(value: Any, name: str) -> Any:
-    return value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
-
-
-def training_step(record: Any) -> int | None:
-    """The dispatch step of a producer's training episode (object or JSON record); None for anything this sink
-    does not take (eval work, bare traces, records without a training step)."""
-    if not is_episode(record):
-        return None
-    run = _field(record, "run")
-    work = _field(run, "work")
-    step = _field(work, "step")
-    if _field(run, "type") != "train" or _field(work, "type") != "train":
-        return None
-    return step if isinstance(step, int) and not isinstance(step, bool) else None
 
 
 class RftSamplesExporter(RecordExporter):
@@ -110,7 +93,10 @@ class RftSamplesExporter(RecordExporter):
         self._upload_steps(by_step, positions)
 
     def _step_of(self, item: Any) -> int | None:
-        return training_step(_record(item))
+        """The dispatch step of a training episode; None for what this sink does not take (eval work, bare
+        traces, records without a training step)."""
+        record = _record(item)
+        return training_step(record) if is_episode(record) else None
 
     def _parquet(self, items: list[Any], step: int, sample_id_offset: int) -> bytes | None:
         episodes = [_record(item) for item in items]

@@ -28,6 +28,7 @@ from pydantic import BaseModel
 from .._attempts import SENDER_WAIT
 from .._conventions import EPISODE_SPAN
 from .._sink import SinkWriteError
+from .._types import RunKind
 from ..client import metered_requests, suppressed_instrumentation, traces_client
 from ..errors import (
     APIError,
@@ -37,7 +38,7 @@ from ..errors import (
     TransportError,
     ValidationRejectedError,
 )
-from ..records import RecordSpan, why_unencodable
+from ..records import RecordSpan, field_of, why_unencodable
 from ._base import RecordExporter
 
 _logger = logging.getLogger(__name__)
@@ -68,7 +69,7 @@ def _wait_to_retry(error: Exception, attempt: int) -> bool:
     return wait(delay, time.sleep)
 
 
-def upload_context(run_type: str, *, framework: str | None = None, model: str | None = None) -> dict[str, str]:
+def upload_context(run_type: RunKind, *, framework: str | None = None, model: str | None = None) -> dict[str, str]:
     """The context every Prime Traces upload of a run carries: this SDK, the run's type, and, when the run
     names them, its framework and model."""
     context = {"source": "prime-otel", "run_type": run_type}
@@ -91,12 +92,8 @@ class TracesLimits:
 DEFAULT_LIMITS = TracesLimits()
 
 
-def _field(value: Any, name: str) -> Any:
-    return value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
-
-
 def _environment_id(record: Any) -> Any:
-    return _field(_field(record, "env"), "id")
+    return field_of(field_of(record, "env"), "id")
 
 
 def refusal(record: Any, line_format: LineFormat, size: int, limits: TracesLimits) -> str | None:
@@ -104,12 +101,12 @@ def refusal(record: Any, line_format: LineFormat, size: int, limits: TracesLimit
     the line encodes, ``size`` its length in bytes without the newline), or None when it would take it."""
     if size > limits.line_bytes:
         return "trace_too_large"
-    record_id = _field(record, "id")
+    record_id = field_of(record, "id")
     if not isinstance(record_id, str) or not record_id:
         return "invalid_trace"
     if _too_long(_environment_id(record), limits):
         return "environment_id_too_long"
-    members = _field(record, "traces")
+    members = field_of(record, "traces")
     if line_format is LineFormat.TRACE:
         return "line_format_mismatch" if isinstance(members, (list, tuple)) else None
     if not isinstance(members, (list, tuple)):
@@ -120,7 +117,7 @@ def refusal(record: Any, line_format: LineFormat, size: int, limits: TracesLimit
         return "too_many_traces_in_episode"
     seen: set[str] = set()
     for member in members:
-        member_id = _field(member, "id")
+        member_id = field_of(member, "id")
         if not isinstance(member_id, str) or not member_id:
             return "invalid_trace"
         if member_id in seen:
@@ -183,7 +180,7 @@ class PrimeTracesExporter(RecordExporter):
         self,
         *,
         run_id: str,
-        run_kind: str,
+        run_kind: RunKind,
         context: Mapping[str, str],
         client_factory: TracesClientFactory,
         limits: TracesLimits | None = None,
@@ -206,7 +203,7 @@ class PrimeTracesExporter(RecordExporter):
         cls,
         *,
         run_id: str,
-        run_kind: str,
+        run_kind: RunKind,
         context: Mapping[str, str],
         api_key: str,
         traces_url: str,
@@ -260,13 +257,13 @@ class PrimeTracesExporter(RecordExporter):
             try:
                 encoded = span.encoded()
             except Exception as error:  # the records processor leaves these out; other feeders may not
-                self._reject(1, why_unencodable(error), _field(span.record, "id"))
+                self._reject(1, why_unencodable(error), field_of(span.record, "id"))
                 continue
             line = encoded.stamped(self.run_id, self.run_kind) + b"\n"
             shape = span.record if isinstance(span.record, (Mapping, BaseModel)) else encoded.record
             code = refusal(shape, line_format, len(line) - 1, self.limits)
             if code is not None:
-                self._reject(1, f"rejected before sending: {code}", _field(shape, "id"))
+                self._reject(1, f"rejected before sending: {code}", field_of(shape, "id"))
                 continue
             # NaN/inf are not JSON: the uploaded copy carries null and the record is counted, not lost.
             if encoded.nullified:
@@ -275,7 +272,7 @@ class PrimeTracesExporter(RecordExporter):
             group.positions.append(position)
             group.lines.append(line)
             group.has_traces.append(encoded.has_traces)
-            group.ids.append(_field(shape, "id"))
+            group.ids.append(field_of(shape, "id"))
         return list(groups.values())
 
     def _upload(self, group: _Lines, start: int, stop: int) -> None:

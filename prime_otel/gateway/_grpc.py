@@ -36,11 +36,7 @@ class _Traces(trace_service_pb2_grpc.TraceServiceServicer):
         except Saturated as exc:
             # UNAVAILABLE is what OTLP/gRPC senders (the SDK's and the Collector's exporters) retry.
             context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-        response = ExportTraceServiceResponse()
-        if outcome.rejected:
-            response.partial_success.rejected_spans = outcome.rejected
-            response.partial_success.error_message = outcome.message
-        return response
+        return outcome.trace_response()
 
 
 class _Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
@@ -52,11 +48,7 @@ class _Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):
             outcome = self._registry.accept_metrics(request)
         except Saturated as exc:
             context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-        response = ExportMetricsServiceResponse()
-        if outcome.rejected:
-            response.partial_success.rejected_data_points = outcome.rejected
-            response.partial_success.error_message = outcome.message
-        return response
+        return outcome.metrics_response()
 
 
 class _Logs(logs_service_pb2_grpc.LogsServiceServicer):

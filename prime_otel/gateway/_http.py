@@ -9,11 +9,9 @@ from google.protobuf.message import Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest, ExportLogsServiceResponse
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
-    ExportMetricsServiceResponse,
 )
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
 )
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -22,27 +20,17 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from ._decode import JSON, MAX_BODY_BYTES, RequestError, decompress, encode_response, media_type, parse_request
-from ._registry import Outcome, RunRegistry, Saturated
+from ._registry import RunRegistry, Saturated
 
 Handler = Callable[[bytes, str], Message]
 
 
 def create_app(registry: RunRegistry, max_body_bytes: int = MAX_BODY_BYTES) -> Starlette:
     def traces(body: bytes, kind: str) -> Message:
-        outcome = registry.accept_traces(parse_request(ExportTraceServiceRequest, body, kind))
-        response = ExportTraceServiceResponse()
-        if outcome.rejected:
-            response.partial_success.rejected_spans = outcome.rejected
-            response.partial_success.error_message = outcome.message
-        return response
+        return registry.accept_traces(parse_request(ExportTraceServiceRequest, body, kind)).trace_response()
 
     def metrics(body: bytes, kind: str) -> Message:
-        outcome: Outcome = registry.accept_metrics(parse_request(ExportMetricsServiceRequest, body, kind))
-        response = ExportMetricsServiceResponse()
-        if outcome.rejected:
-            response.partial_success.rejected_data_points = outcome.rejected
-            response.partial_success.error_message = outcome.message
-        return response
+        return registry.accept_metrics(parse_request(ExportMetricsServiceRequest, body, kind)).metrics_response()
 
     def logs(body: bytes, kind: str) -> Message:
         parse_request(ExportLogsServiceRequest, body, kind)

@@ -3,7 +3,6 @@ step rows it carried. Only the fields the conventions use are read; no ``Readabl
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +13,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
 
 from .. import _conventions as conv
+from .._types import RunKind, run_kind_of
+from ..records import histogram_value, point_value
 from ..records._genai import GenAISpan, SpanEvent, marks_episode
 
 
@@ -58,6 +59,11 @@ class Origin:
     rank: int
     world_size: int
     attributes: Mapping[str, Any]
+
+    @property
+    def run_kind(self) -> RunKind | None:
+        """The kind the producer named, when it is one (``eval`` or ``train``)."""
+        return run_kind_of(self.kind)
 
     @classmethod
     def of(cls, resource_attributes: Mapping[str, Any]) -> Origin:
@@ -172,18 +178,19 @@ def rows_by_resource(request: ExportMetricsServiceRequest) -> list[ResourceRows]
 
 
 def _points(metric: Metric) -> list[tuple[int | None, int, int | float]]:
+    """``(step, time, value)`` of each point, its value as the run's own collection keeps it (``point_value``)."""
     which = metric.WhichOneof("data")
-    points: list[tuple[int | None, int, int | float]] = []
+    points: list[tuple[int | None, int, int | float | None]] = []
     if which in ("gauge", "sum"):
         for point in getattr(metric, which).data_points:
             number = point.WhichOneof("value")
-            value: int | float = point.as_double if number == "as_double" else point.as_int
+            value = point_value(point.as_double if number == "as_double" else point.as_int)
             points.append((_step(point.attributes), point.time_unix_nano, value))
     elif which == "histogram":
         for point in metric.histogram.data_points:
-            if point.count:
-                points.append((_step(point.attributes), point.time_unix_nano, point.sum / point.count))
-    return [point for point in points if math.isfinite(point[2])]
+            value = histogram_value(point.sum, point.count)
+            points.append((_step(point.attributes), point.time_unix_nano, value))
+    return [(step, time_ns, value) for step, time_ns, value in points if value is not None]
 
 
 def _step(pairs: Iterable[KeyValue]) -> int | None:

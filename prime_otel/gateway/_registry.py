@@ -10,8 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.sdk.resources import Resource
 
 from ._defaults import DEFAULT_DRAIN_SECONDS, DEFAULT_LEASE_SECONDS
@@ -25,7 +31,6 @@ _logger = logging.getLogger(__name__)
 RETRY_AFTER_SECONDS = 1
 #: How long a closed run stays listed (and refuses late data) before it is forgotten.
 CLOSED_RUN_MEMORY_SECONDS = 3600.0
-_KINDS = ("eval", "train")
 _MAX_MESSAGE_CHARS = 1000
 
 
@@ -53,6 +58,22 @@ class Outcome:
     @property
     def message(self) -> str:
         return "; ".join(self.reasons)[:_MAX_MESSAGE_CHARS]
+
+    def trace_response(self) -> ExportTraceServiceResponse:
+        """The answer to a traces export, over HTTP or gRPC: ``partial_success`` names the rejected spans."""
+        response = ExportTraceServiceResponse()
+        if self.rejected:
+            response.partial_success.rejected_spans = self.rejected
+            response.partial_success.error_message = self.message
+        return response
+
+    def metrics_response(self) -> ExportMetricsServiceResponse:
+        """The answer to a metrics export: ``partial_success`` names the rejected data points."""
+        response = ExportMetricsServiceResponse()
+        if self.rejected:
+            response.partial_success.rejected_data_points = self.rejected
+            response.partial_success.error_message = self.message
+        return response
 
 
 class RunRegistry:
@@ -105,7 +126,7 @@ class RunRegistry:
             if origin.run_id is None:
                 outcome.reject(size, "a resource without run.id (no run to deliver to)")
                 runs.append(None)
-            elif origin.kind not in _KINDS:
+            elif origin.run_kind is None:
                 outcome.reject(size, f"run {origin.run_id}: run.type must be eval or train, got {origin.kind!r}")
                 runs.append(None)
             else:
@@ -116,13 +137,14 @@ class RunRegistry:
         return runs
 
     def _run(self, origin: Origin) -> GatewayRun:
-        assert origin.run_id is not None and origin.kind is not None
+        kind = origin.run_kind
+        assert origin.run_id is not None and kind is not None
         with self._lock:
             run = self._runs.get(origin.run_id)
             if run is None:
-                pipeline = self._factory.open(origin.run_id, origin.kind, Resource(dict(origin.attributes)))
+                pipeline = self._factory.open(origin.run_id, kind, Resource(dict(origin.attributes)))
                 tracker = EndTracker(self._lease_seconds, self._clock)
-                run = GatewayRun(origin.run_id, origin.kind, pipeline, tracker, drain_seconds=self._drain_seconds)
+                run = GatewayRun(origin.run_id, kind, pipeline, tracker, drain_seconds=self._drain_seconds)
                 self._runs[origin.run_id] = run
                 _logger.info("run %s (%s): receiving", origin.run_id, origin.kind)
             return run

@@ -8,11 +8,13 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from .. import _conventions as conv
-from .._types import RunStatus
+from .._backends import close_run
+from .._types import RunKind, RunStatus
+from ..processors import Uploader
 from ..records import clean, compact_json
 from ..records._genai import GenAISpan
 from ._ending import EPISODES, METRIC_ROWS, SPAN_KINDS, Ending, EndMarker, EndTracker
@@ -37,7 +39,7 @@ class GatewayRun:
     """A run's state on this gateway. ``accept_*`` run on request threads; ``close`` on a closer thread."""
 
     def __init__(
-        self, run_id: str, kind: str, pipeline: RunPipeline, tracker: EndTracker, *, drain_seconds: float
+        self, run_id: str, kind: RunKind, pipeline: RunPipeline, tracker: EndTracker, *, drain_seconds: float
     ) -> None:
         self.id = run_id
         self.kind = kind
@@ -186,19 +188,21 @@ class GatewayRun:
             block = dict(existing) if isinstance(existing, Mapping) else {}
             block["traces_episodes_written"] = traces.episodes_written
             summary["prime_runs"] = block
-        backend = self._pipeline.backend
-        self._quietly("updating", lambda: backend.update(self.id, config=None, summary=summary or None))
-        self._quietly(
-            "finalizing",
-            lambda: backend.finalize(self.id, status, summary=summary or None, error=ending.error, config=None),
-        )
-
-    def _quietly(self, what: str, step: Callable[[], object]) -> None:
         try:
-            step()
+            close_run(
+                self._pipeline.backend,
+                self.id,
+                status,
+                summary=summary,
+                error=ending.error,
+                on_update_failure=lambda exc: self._note_close_failure("updating", exc),
+            )
         except Exception as exc:
-            self.finalize_error = f"{what}: {type(exc).__name__}: {exc}"
-            _logger.warning("run %s: %s the run on the platform failed: %s", self.id, what, exc)
+            self._note_close_failure("finalizing", exc)
+
+    def _note_close_failure(self, what: str, exc: Exception) -> None:
+        self.finalize_error = f"{what}: {type(exc).__name__}: {exc}"
+        _logger.warning("run %s: %s the run on the platform failed: %s", self.id, what, exc)
 
     def _finish(self, ending: Ending | None) -> None:
         for close in self._pipeline.closers:
@@ -218,7 +222,10 @@ class GatewayRun:
 
     def status(self) -> dict[str, Any]:
         pipeline = self._pipeline
-        uploaders = [pipeline.processor, *([pipeline.metrics] if pipeline.metrics is not None else [])]
+        uploaders: list[Uploader[Any]] = [
+            pipeline.processor,
+            *([pipeline.metrics] if pipeline.metrics is not None else []),
+        ]
         ending = self.ending
         return {
             "run_id": self.id,

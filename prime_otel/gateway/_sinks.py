@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
 
 from .._assembly import record_sinks, sink_slots, step_metric_sinks
 from .._backends import EvalBackend, RunBackend, TrainingBackend
 from .._config import Settings
 from .._sink import Sink, SinkStats, SinkWriteError
-from .._types import SinkPolicy
+from .._types import RunKind, SinkPolicy
 from ..client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI
 from ..exporters.eval_samples import EvalSamplesExporter
 from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSampleRowsExporter
@@ -31,6 +32,8 @@ class EvalRowsSink:
     (several ranks feed one run, each numbering its own). The rows pass through ``EvalSamplesExporter``."""
 
     name = EvalSamplesExporter.name
+    replay_safe = False
+    reports_requests = False
 
     def __init__(
         self, rows: EvalSamplesExporter, resource: Resource, *, write_only_when: Callable[[], bool] | None = None
@@ -46,7 +49,7 @@ class EvalRowsSink:
     def quiet_off_reason(self) -> str | None:
         return None
 
-    def write(self, spans: Sequence[Any]) -> None:
+    def write(self, spans: Sequence[ReadableSpan]) -> None:
         if not spans or (self._write_only_when is not None and not self._write_only_when()):
             return
         row_spans: list[RecordSpan] = []
@@ -108,7 +111,7 @@ class PipelineFactory:
         self._settings = settings
         self._options = options
 
-    def open(self, run_id: str, kind: str, resource: Resource) -> RunPipeline:
+    def open(self, run_id: str, kind: RunKind, resource: Resource) -> RunPipeline:
         settings, options = self._settings, self._options
         http = PlatformHTTP(api_key=settings.api_key, base_url=settings.base_url)
         closers: list[Callable[[], None]] = [http.close]

@@ -18,7 +18,7 @@ from opentelemetry.sdk.resources import Resource
 
 from ..processors import RecordProcessor, SinkSlot
 from ..projection import build_samples
-from ..records import RecordSpan, is_episode
+from ..records import RecordSpan, is_episode, training_step
 
 _logger = logging.getLogger(__name__)
 
@@ -65,12 +65,7 @@ class GatewayRecordSpan(RecordSpan):
     @property
     def train_step(self) -> int | None:
         """The dispatch step of a training episode (``run.work`` of type train), else None."""
-        run = self.record.get("run")
-        work = run.get("work") if isinstance(run, Mapping) else None
-        if not isinstance(work, Mapping) or run.get("type") != "train" or work.get("type") != "train":
-            return None
-        step = work.get("step")
-        return step if isinstance(step, int) and not isinstance(step, bool) else None
+        return training_step(self.record)
 
     @property
     def env_name(self) -> str:

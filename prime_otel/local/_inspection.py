@@ -152,11 +152,9 @@ class _Episode:
 
 
 @dataclass(frozen=True)
-class RecordFacts:
-    """One row of a run's episodes list: an episode (its summary trace's reward) or a bare trace."""
+class _RowFacts:
+    """What the run's tables show of one row, whatever the table."""
 
-    kind: Literal["episode", "trace"]
-    id: str
     seq: int
     environment_id: str
     ok: bool
@@ -167,14 +165,16 @@ class RecordFacts:
 
 
 @dataclass(frozen=True)
-class SampleFacts:
-    seq: int
-    environment_id: str
-    ok: bool
-    reward: float | None
-    metrics: dict[str, float]
-    input_tokens: int
-    output_tokens: int
+class RecordFacts(_RowFacts):
+    """One row of a run's episodes list: an episode (its summary trace's reward) or a bare trace."""
+
+    kind: Literal["episode", "trace"]
+    id: str
+
+
+@dataclass(frozen=True)
+class SampleFacts(_RowFacts):
+    """One row of a run's samples table."""
 
     @property
     def key(self) -> int:

@@ -80,6 +80,18 @@ def _reachable(run: Run, principal: Principal) -> bool:
     return principal.hosted_run_id is None or principal.hosted_run_id == run.id
 
 
+def _evaluation_head(run: Run, request: Request) -> dict[str, Any]:
+    """The fields an evaluation's create answer and its read share."""
+    return {
+        "evaluation_id": run.id,
+        "name": run.name,
+        "status": run.status,
+        "eval_type": "environment",
+        "viewer_url": f"{origin_of(request)}/runs/{run.id}",
+        "created_at": run.created_at,
+    }
+
+
 def _hub_routes(router: APIRouter, platform: Platform) -> None:
     authenticated = Depends(platform.auth.account)
 
@@ -116,25 +128,13 @@ def _evaluation_create_routes(router: APIRouter, platform: Platform) -> None:
         )
         run, _ = platform.runs.create(new)
         note_runs(request.scope, run.id)
-        return {
-            "evaluation_id": run.id,
-            "name": run.name,
-            "status": run.status,
-            "eval_type": "environment",
-            "viewer_url": f"{origin_of(request)}/runs/{run.id}",
-            "created_at": run.created_at,
-        }
+        return _evaluation_head(run, request)
 
     @router.get("/evaluations/{evaluation_id}", summary="read one evaluation")
     def get_evaluation(evaluation_id: str, request: Request, principal: Principal = authenticated) -> dict[str, Any]:
         run = access.evaluation(evaluation_id, principal)
         return {
-            "evaluation_id": run.id,
-            "name": run.name,
-            "status": run.status,
-            "eval_type": "environment",
-            "viewer_url": f"{origin_of(request)}/runs/{run.id}",
-            "created_at": run.created_at,
+            **_evaluation_head(run, request),
             "updated_at": run.updated_at,
             "model_name": run.model,
             "dataset": run.details.get("dataset"),

@@ -15,10 +15,10 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar
 
 from .._config import DEFAULT_BASE_URL, DEFAULT_FRONTEND_URL, DEFAULT_TRACES_URL, Settings
-from .._types import EnvironmentRef, RunStatus, SinkPolicy, TrainingSpec
+from .._types import RUN_KINDS, EnvironmentRef, RunKind, RunMode, RunStatus, SinkPolicy, TrainingSpec
 from ..client._urls import normalize_traces_url, strip_config_url
 from ..errors import ConfigurationError
 
@@ -28,9 +28,9 @@ _DEFAULT_URLS = {
     "traces_url": normalize_traces_url(DEFAULT_TRACES_URL),
     "frontend_url": DEFAULT_FRONTEND_URL.rstrip("/"),
 }
-_KINDS = ("eval", "train")
-_MODES = ("online", "offline")
-_SINK_POLICIES = ("dual", "traces", "legacy")
+_MODES: tuple[RunMode, ...] = ("online", "offline")
+_Choice = TypeVar("_Choice", bound=str)
+_SINK_POLICIES: tuple[SinkPolicy, ...] = ("dual", "traces", "legacy")
 _TRAINING_FIELDS = {spec.name for spec in fields(TrainingSpec)}
 _ENVIRONMENT_FIELDS = {spec.name for spec in fields(EnvironmentRef)}
 
@@ -85,9 +85,9 @@ class RunDocument:
 
     path: Path
     raw: dict[str, Any]
-    mode: str
+    mode: RunMode
     id: str | None
-    kind: str
+    kind: RunKind
     status: RunStatus
     error: str | None
     name: str | None
@@ -151,11 +151,12 @@ class _Reader:
             raise self.fail(name, "is missing")
         return self.raw[name]
 
-    def choice(self, name: str, allowed: tuple[str, ...], default: str | None = None) -> str:
+    def choice(self, name: str, allowed: tuple[_Choice, ...], default: _Choice | None = None) -> _Choice:
         value = self.raw.get(name, default) if default is not None else self.present(name)
-        if value not in allowed:
+        chosen = next((option for option in allowed if option == value), None)
+        if chosen is None:
             raise self.fail(name, f"must be one of {', '.join(allowed)}, got {value!r}")
-        return str(value)
+        return chosen
 
     def text(self, name: str, *, required: bool = False) -> str | None:
         value = self.present(name) if required else self.raw.get(name)
@@ -231,7 +232,7 @@ class _Reader:
             raw=self.raw,
             mode=mode,
             id=self.text("id", required=mode == "online"),
-            kind=self.choice("kind", _KINDS),
+            kind=self.choice("kind", RUN_KINDS),
             status=RunStatus(status),
             error=self.text("error"),
             name=self.text("name"),
@@ -246,7 +247,7 @@ class _Reader:
             team_id=self.text("team_id"),
             urls=self.urls(),
             samples_step_interval=self.integer("samples_step_interval", 1),
-            sinks=cast(SinkPolicy, self.choice("sinks", _SINK_POLICIES, default="dual")),
+            sinks=self.choice("sinks", _SINK_POLICIES, default="dual"),
             traces_opt_out=self.flag("traces_opt_out"),
             closed_on_platform=self.flag("closed_on_platform"),
             attached=self.flag("attached"),

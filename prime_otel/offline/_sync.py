@@ -22,7 +22,7 @@ from typing import Any
 
 from prime_traces import LineFormat
 
-from .._backends import EvalBackend, RunSpec, TrainingBackend
+from .._backends import EvalBackend, RunSpec, TrainingBackend, close_run
 from .._config import Settings, resolve_settings
 from .._files import write_json_atomically
 from .._sink import Sink
@@ -392,11 +392,14 @@ class OfflineRunSync:
         status, error = self.document.status, self.document.error
         if status is RunStatus.RUNNING:
             status, error = RunStatus.CRASHED, CRASHED_ERROR
-        summary = self.document.summary or None
-        config = self.document.config or None
-        backend = self._backend()
-        backend.update(self.ledger.platform_id, config=config, summary=summary)
-        backend.finalize(self.ledger.platform_id, status, summary=summary, error=error, config=config)
+        close_run(
+            self._backend(),
+            self.ledger.platform_id,
+            status,
+            summary=self.document.summary,
+            error=error,
+            config=self.document.config,
+        )
         self.ledger.closed = True
         self.ledger.save(self.folder)
         self._closed_as = status.value
@@ -519,10 +522,7 @@ class SpoolSync:
             _logger.info("Run %s is attached: its %s status is left to the launcher that owns it", self.run_id, status)
             return None
         backend = EvalBackend(EvaluationsAPI(self.http)) if self.kind == "eval" else self._training_backend()
-        summary = document.summary or None
-        if self.kind == "eval" and summary:
-            backend.update(self.run_id, config=None, summary=summary)
-        backend.finalize(self.run_id, status, summary=summary, error=error, config=None)
+        close_run(backend, self.run_id, status, summary=document.summary, error=error)
         write_json_atomically(
             document.path, {**document.raw, "status": status.value, "error": error, "closed_on_platform": True}
         )

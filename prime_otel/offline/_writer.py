@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .._files import write_json_atomically
+from .._types import RunKind
 from ..projection import encode_samples
 from ..records import EncodedRecord, UnencodableRecord, compact_json, encode_record, is_episode
 
@@ -68,7 +69,7 @@ def _cut_back(descriptor: int, size_before: int, written: int, path: Path) -> No
 class OfflineRunWriter:
     """Writes one offline run's folder: ``run.json`` plus append-only JSONL record files."""
 
-    def __init__(self, folder: Path, run_id: str, kind: str) -> None:
+    def __init__(self, folder: Path, run_id: str, kind: RunKind) -> None:
         self.folder = folder
         self.run_id = run_id
         self.kind = kind

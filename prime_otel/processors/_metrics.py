@@ -22,6 +22,7 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 
 from .._conventions import RUN_STEP
+from .._sink import MetricsRow
 from ..records import StepRowExporter, compact_json
 from ._slot import SinkSlot
 from ._spool import RunSpool, SpooledRecord
@@ -35,11 +36,13 @@ _COLLECT_ONLY: Mapping[str, Any] = {}
 _IDLE_COLLECT_SECONDS = 1.0
 
 
-class StepMetricsUploader(Uploader):
+class StepMetricsUploader(Uploader[MetricsRow]):
     """Owns the run's ``MeterProvider`` (collected by the uploader thread only: no periodic thread) and the step
     book; every sink gets each step's row once it is due."""
 
-    def __init__(self, slots: Sequence[SinkSlot], resource: Resource, spool: RunSpool | None = None) -> None:
+    def __init__(
+        self, slots: Sequence[SinkSlot[MetricsRow]], resource: Resource, spool: RunSpool | None = None
+    ) -> None:
         super().__init__(slots, thread_name="prime-otel-metrics", spool=spool)
         self._instruments = StepRowExporter()
         self._reader = PeriodicExportingMetricReader(self._instruments, export_interval_millis=math.inf)
@@ -112,7 +115,7 @@ class StepMetricsUploader(Uploader):
         for step, values in collected.items():
             self._book.merge(values, now, step=step)
 
-    def _encode_for_spool(self, items: list[Any]) -> list[bytes]:
+    def _encode_for_spool(self, items: Sequence[MetricsRow]) -> list[bytes]:
         return [compact_json(row) for row in items if row is not _COLLECT_ONLY]
 
     def _spill(self, kind: str, items: list[Any]) -> int:
@@ -120,7 +123,7 @@ class StepMetricsUploader(Uploader):
         rows = [row for row in items if row is not _COLLECT_ONLY]
         return super()._spill(kind, rows) if rows else 0
 
-    def _from_spool(self, records: list[SpooledRecord]) -> list[Any]:
+    def _from_spool(self, records: list[SpooledRecord]) -> list[MetricsRow]:
         return [record.record for record in records]
 
     def close(self, timeout: float | None = 30.0) -> bool:

@@ -31,12 +31,12 @@ from ._uploader import DEFAULT_MAX_QUEUE_BATCHES, DEFAULT_PUT_TIMEOUT_SECONDS, U
 _logger = logging.getLogger(__name__)
 
 
-class RecordProcessor(Uploader, SpanProcessor):
+class RecordProcessor(Uploader[RecordSpan], SpanProcessor):
     """Delivers ``episode`` and ``trace`` spans, ended through a tracer or submitted as producer records."""
 
     def __init__(
         self,
-        slots: Sequence[SinkSlot],
+        slots: Sequence[SinkSlot[RecordSpan]],
         resource: Resource,
         *,
         max_queue_batches: int = DEFAULT_MAX_QUEUE_BATCHES,
@@ -109,7 +109,7 @@ class RecordProcessor(Uploader, SpanProcessor):
                 self.tee(spans)
             self._dispatch_to_slots(spans, self._log(spans[0].name, spans))
 
-    def _prepare(self, items: list[Any]) -> list[Any]:
+    def _prepare(self, items: list[Any]) -> list[RecordSpan]:
         """Spans of the producer's records, each encoded here once. A record that cannot be encoded, or has no
         string id, is left out: counted as failed on every sink (with why) and never spooled, so it costs only
         itself."""
@@ -144,13 +144,13 @@ class RecordProcessor(Uploader, SpanProcessor):
             " (further ones with this reason are counted without a warning)" if first else "",
         )
 
-    def _spool_kinds(self, kind: str, items: list[Any]) -> str | list[str]:
+    def _spool_kinds(self, kind: str, items: Sequence[RecordSpan]) -> str | list[str]:
         return [span.name for span in items]
 
-    def _encode_for_spool(self, items: list[Any]) -> list[bytes]:
+    def _encode_for_spool(self, items: Sequence[RecordSpan]) -> list[bytes]:
         return [span.encoded().plain for span in items]
 
-    def _from_spool(self, records: list[SpooledRecord]) -> list[Any]:
+    def _from_spool(self, records: list[SpooledRecord]) -> list[RecordSpan]:
         logged_at = time.time_ns()
         return [RecordSpan(record.record, self._resource, logged_at) for record in records]
 

@@ -9,12 +9,12 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from .._attempts import ATTEMPT_LISTENER, REQUEST_PROGRESS
-from .._sink import RejectingSink, Sink, SinkWriteError
+from .._sink import Record, RejectingSink, Sink, SinkWriteError
 from ..errors import failure_reason, is_ambiguous, is_record_rejection, is_transient
-from ._spool import RunSpool
+from ._spool import RunSpool, SpooledRecord
 
 _logger = logging.getLogger(__name__)
 
@@ -23,6 +23,8 @@ TRAINING_PAUSE_SECONDS = 300.0
 REPLAY_CHUNK = 256
 
 FailureListener = Callable[[str, BaseException], None]
+#: The records a slot's sink takes (a slot for a sink of any span takes record spans too).
+_RecordT = TypeVar("_RecordT", bound=Record, contravariant=True)
 
 
 @dataclass
@@ -93,7 +95,7 @@ class _WriteInFlight:
         self._spool.mark_inflight(self._name, [self._seqs[p] for p in self._carried])
 
 
-class SinkSlot:
+class SinkSlot(Generic[_RecordT]):
     """Wraps one sink inside an uploader.
 
     Three consecutive transient failures retire the sink, or pause it for ``pause_seconds`` when set
@@ -106,7 +108,7 @@ class SinkSlot:
 
     def __init__(
         self,
-        exporter: Sink,
+        exporter: Sink[_RecordT],
         *,
         pause_seconds: float | None = None,
         on_failure: FailureListener | None = None,
@@ -140,22 +142,22 @@ class SinkSlot:
     @property
     def replay_safe(self) -> bool:
         """Whether a request that failed ambiguously may be sent again (idempotent or content-addressed)."""
-        return bool(getattr(self.exporter, "replay_safe", False))
+        return self.exporter.replay_safe
 
     @property
     def reports_requests(self) -> bool:
         """Whether the sink says, request by request, which records of a batch each carries (``REQUEST_PROGRESS``)."""
-        return bool(getattr(self.exporter, "reports_requests", False))
+        return self.exporter.reports_requests
 
     @property
     def pending(self) -> int:
         return len(self.spool.sink(self.name).pending) if self.spool is not None else 0
 
-    def dispatch(self, items: Sequence[Any], seqs: Sequence[int] | None = None) -> None:
+    def dispatch(self, items: Sequence[_RecordT], seqs: Sequence[int] | None = None) -> None:
         self._revive_if_cooled_down()
         self._write(items, seqs, replayed=False)
 
-    def _write(self, items: Sequence[Any], seqs: Sequence[int] | None, *, replayed: bool) -> bool:
+    def _write(self, items: Sequence[_RecordT], seqs: Sequence[int] | None, *, replayed: bool) -> bool:
         spool = self.spool if seqs is not None else None
         if not self.exporter.enabled:
             if self.exporter.quiet_off_reason:
@@ -179,7 +181,7 @@ class SinkSlot:
             progress.end()
 
     def _send(
-        self, items: Sequence[Any], seqs: Sequence[int] | None, replayed: bool, progress: _WriteInFlight | None
+        self, items: Sequence[_RecordT], seqs: Sequence[int] | None, replayed: bool, progress: _WriteInFlight | None
     ) -> bool:
         try:
             with progress if progress is not None else contextlib.nullcontext():
@@ -244,7 +246,7 @@ class SinkSlot:
         if split.lost and not replayed:
             spool.defer(self.name, [seqs[i] for i in split.lost])
 
-    def replay(self, build: Callable[[list[Any]], list[Any]], *, force: bool = False) -> int:
+    def replay(self, build: Callable[[list[SpooledRecord]], list[_RecordT]], *, force: bool = False) -> int:
         """Send up to one chunk of this sink's spooled records; how many reached it."""
         spool = self.spool
         if spool is None:

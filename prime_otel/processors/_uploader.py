@@ -22,9 +22,10 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic
 
 from .._fork import register_for_fork_reset
+from .._sink import RecordT
 from ._lanes import Delivery, Handout, LaneBarrier, SinkLane
 from ._slot import SinkSlot
 from ._spool import RunSpool, SpooledRecord
@@ -107,17 +108,17 @@ class _Barrier:
         self.deadline = deadline
 
 
-class _SpilledRecords:
+class _SpilledRecords(Generic[RecordT]):
     """What the producer spilled, kept in memory (up to ``max_bytes`` of encoded records) until every sink has it,
     so a replay soon after a spill sends the records already encoded instead of reading them back."""
 
     def __init__(self, max_bytes: int) -> None:
         self._max_bytes = max_bytes
         self._bytes = 0
-        self._kept: dict[int, tuple[Any, int]] = {}
+        self._kept: dict[int, tuple[RecordT, int]] = {}
         self._lock = threading.Lock()
 
-    def keep(self, seqs: Sequence[int], items: Sequence[Any], encoded: Sequence[bytes]) -> None:
+    def keep(self, seqs: Sequence[int], items: Sequence[RecordT], encoded: Sequence[bytes]) -> None:
         with self._lock:
             for seq, item, data in zip(seqs, items, encoded, strict=True):
                 if self._bytes + len(data) > self._max_bytes:
@@ -125,7 +126,7 @@ class _SpilledRecords:
                 self._kept[seq] = (item, len(data))
                 self._bytes += len(data)
 
-    def recall(self, seq: int) -> Any | None:
+    def recall(self, seq: int) -> RecordT | None:
         kept = self._kept.get(seq)
         return None if kept is None else kept[0]
 
@@ -144,12 +145,16 @@ def remaining(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
-class Uploader:
-    """Queue, worker, coalescing and barriers; subclasses say how a coalesced batch reaches the sinks."""
+class Uploader(Generic[RecordT]):
+    """Queue, worker, coalescing and barriers; subclasses say how a coalesced batch reaches the sinks.
+
+    The queue holds what the producer handed over, as it is (``_prepare`` checks it on the uploader thread);
+    the sinks, the spool and a replay see ``RecordT``, the records those items become.
+    """
 
     def __init__(
         self,
-        slots: Sequence[SinkSlot],
+        slots: Sequence[SinkSlot[RecordT]],
         *,
         max_queue_batches: int = DEFAULT_MAX_QUEUE_BATCHES,
         max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
@@ -203,7 +208,7 @@ class Uploader:
         self._pending: object | None = None
         # When the uploader thread entered the sink call it is in (mostly waiting on the platform); read by producers.
         self._sending_since: float | None = None
-        self._spilled = _SpilledRecords(SPILLED_IN_MEMORY_BYTES)
+        self._spilled: _SpilledRecords[RecordT] = _SpilledRecords(SPILLED_IN_MEMORY_BYTES)
         self._outstanding: _Outstanding | None = None
         self._stopping = False
         self._closed = False
@@ -311,20 +316,20 @@ class Uploader:
     def _deliver(self, items: list[Any]) -> None:
         raise NotImplementedError
 
-    def _encode_for_spool(self, items: list[Any]) -> list[bytes]:
+    def _encode_for_spool(self, items: Sequence[RecordT]) -> list[bytes]:
         """Each prepared item's record as compact JSON, the form the spool keeps."""
         raise NotImplementedError
 
-    def _from_spool(self, records: list[SpooledRecord]) -> list[Any]:
+    def _from_spool(self, records: list[SpooledRecord]) -> list[RecordT]:
         """Items rebuilt from spooled records, for a replay through the sinks."""
         raise NotImplementedError
 
-    def _prepare(self, items: list[Any]) -> list[Any]:
+    def _prepare(self, items: list[Any]) -> list[RecordT]:
         """Items as the sinks take them (the records processor makes spans of the producer's records, leaving out,
         and counting as failed, those no sink can take)."""
         return items
 
-    def _spool_kinds(self, kind: str, items: list[Any]) -> str | list[str]:
+    def _spool_kinds(self, kind: str, items: Sequence[RecordT]) -> str | list[str]:
         """The kind the spool logs for each prepared item (one for the whole batch unless a subclass knows better)."""
         return kind
 
@@ -347,7 +352,7 @@ class Uploader:
             self.spilled_records += len(prepared)
         return 0
 
-    def _log(self, kind: str, items: list[Any]) -> list[int] | None:
+    def _log(self, kind: str, items: Sequence[RecordT]) -> list[int] | None:
         """Append the prepared items to the spool (their seqs; None without one), measuring their size on the way.
         Without a spool one record per delivery is encoded to keep the estimate (exporters reuse the encoding)."""
         encoded = self._encode_for_spool(items if self.spool is not None else items[:1])
@@ -367,7 +372,7 @@ class Uploader:
         oldest = [seq for slot in self.slots for seq in self.spool.oldest_pending(slot.name, 1)]
         self._spilled.forget_below(min(oldest) if oldest else None)
 
-    def _recall(self, records: list[SpooledRecord]) -> list[Any]:
+    def _recall(self, records: list[SpooledRecord]) -> list[RecordT]:
         """The items to replay for spooled records: the ones still in memory as spilled, the rest rebuilt."""
         kept = [self._spilled.recall(record.seq) for record in records]
         rebuilt = iter(self._from_spool([r for r, item in zip(records, kept, strict=True) if item is None]))
@@ -468,7 +473,7 @@ class Uploader:
             self._pending = following
             return taken
 
-    def _dispatch_to_slots(self, items: Sequence[Any], seqs: Sequence[int] | None = None) -> None:
+    def _dispatch_to_slots(self, items: Sequence[RecordT], seqs: Sequence[int] | None = None) -> None:
         """Hand prepared items (and their spool seqs) to every sink's lane."""
         outstanding = self._outstanding
         release: Callable[[], None] = _nothing

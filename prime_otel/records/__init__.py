@@ -2,8 +2,9 @@
 
 Recognising episodes and traces, their JSON encoding (pydantic's serializer for verifiers models, one
 encoding shared by every sink), the two non-finite policies (null in records, dropped in metrics and
-summaries), the value policy of a metrics row, a metrics collection as step rows, and the finished
-``episode``/``trace`` spans that carry a producer's record to the exporters.
+summaries), the value policy of a metrics row, a metrics collection as step rows, a record's fields read alike
+from an object or a mapping (its dispatch step), and the finished ``episode``/``trace`` spans that carry a
+producer's record to the exporters.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from ._encoding import (
     to_mapping,
     why_unencodable,
 )
-from ._metric_values import MAX_STEP, metric_row
+from ._fields import field_of, training_step, work_step
+from ._metric_values import MAX_STEP, histogram_value, metric_row, point_value
 from ._models import encode_record
 from ._spans import (
     RECORD_SPAN_NAMES,
@@ -46,14 +48,19 @@ __all__ = [
     "clean",
     "compact_json",
     "encode_record",
+    "field_of",
+    "histogram_value",
     "is_episode",
     "loggable",
     "metric_row",
     "nullify",
+    "point_value",
     "record_from_attributes",
     "record_kind",
     "record_of",
     "stamp_run",
     "to_mapping",
+    "training_step",
     "why_unencodable",
+    "work_step",
 ]

@@ -8,6 +8,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .._types import RunKind
 from ._metric_values import python_scalar
 
 
@@ -133,7 +134,7 @@ def to_mapping(record: Any) -> Mapping[str, Any]:
     return value
 
 
-def stamp_run(record: Mapping[str, Any], run_id: str, kind: str) -> dict[str, Any]:
+def stamp_run(record: Mapping[str, Any], run_id: str, kind: RunKind) -> dict[str, Any]:
     """The copy of ``record`` uploaded to Prime Traces: ``run.id``/``run.type`` set to the platform run on the
     envelope and on every mapping member trace (a member without its own block inherits the envelope's).
     Shallow: only the envelope, the member list, the members and the run blocks are new objects."""
@@ -151,7 +152,7 @@ def stamp_run(record: Mapping[str, Any], run_id: str, kind: str) -> dict[str, An
     return stamped
 
 
-def _rekey(run: Any, run_id: str, kind: str) -> dict[str, Any]:
+def _rekey(run: Any, run_id: str, kind: RunKind) -> dict[str, Any]:
     keyed = dict(run) if isinstance(run, Mapping) else {}
     keyed["id"] = run_id
     keyed["type"] = kind
@@ -278,7 +279,7 @@ class EncodedRecord:
             self._record = json.loads(self.plain)
         return self._record
 
-    def stamped(self, run_id: str, kind: str) -> bytes:
+    def stamped(self, run_id: str, kind: RunKind) -> bytes:
         """The stamped line for Prime Traces, new keys appended as ``stamp_run`` appends them."""
         run = _stamped_run_json(self._run_json, run_id, kind)
         members = b"[" + b",".join(member.stamped(run, run_id, kind) for member in self._members) + b"]"
@@ -325,7 +326,7 @@ class EncodedMember:
         member.plain = body
         return member
 
-    def stamped(self, envelope_run: bytes, run_id: str, kind: str) -> bytes:
+    def stamped(self, envelope_run: bytes, run_id: str, kind: RunKind) -> bytes:
         if self.pieces is None:
             return self.plain
         if self.run:
@@ -340,7 +341,7 @@ _STAMPED_RUNS: dict[tuple[bytes, str, str], bytes] = {}
 _STAMPED_RUNS_LIMIT = 1024
 
 
-def _stamped_run_json(run_json: bytes, run_id: str, kind: str) -> bytes:
+def _stamped_run_json(run_json: bytes, run_id: str, kind: RunKind) -> bytes:
     key = (run_json, run_id, kind)
     stamped = _STAMPED_RUNS.get(key)
     if stamped is None:

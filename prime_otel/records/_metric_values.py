@@ -135,3 +135,20 @@ def _describe(value: Any) -> str:
     if len(text) > 60:
         text = text[:57] + "..."
     return f"{text} ({type(value).__name__})"
+
+
+def point_value(value: int | float) -> int | float | None:
+    """A gauge or counter point as its step row keeps it: an integer stays an integer; a non-finite float is left
+    out (None). Shared by the run's own collection and the gateway's received points."""
+    if type(value) is int:
+        return value
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def histogram_value(total: float, count: int) -> float | None:
+    """A histogram point as its step row keeps it: the mean of what it counted; None when it counted nothing."""
+    if not count:
+        return None
+    mean = float(total) / count
+    return mean if math.isfinite(mean) else None

@@ -30,6 +30,7 @@ from .._conventions import (
     TRACE_SPAN,
 )
 from ._encoding import EncodedRecord, is_episode
+from ._fields import work_step
 from ._models import encode_record
 
 RECORD_SPAN_NAMES = frozenset({EPISODE_SPAN, TRACE_SPAN})
@@ -43,17 +44,6 @@ def record_kind(record: Any) -> str:
     return EPISODE_SPAN if is_episode(record) else TRACE_SPAN
 
 
-def _work_step(record: Any) -> int | None:
-    run = record.get("run") if isinstance(record, Mapping) else getattr(record, "run", None)
-    if run is None:
-        return None
-    work = run.get("work") if isinstance(run, Mapping) else getattr(run, "work", None)
-    if work is None:
-        return None
-    step = work.get("step") if isinstance(work, Mapping) else getattr(work, "step", None)
-    return step if isinstance(step, int) and not isinstance(step, bool) else None
-
-
 def _flat_attributes(record: Any) -> dict[str, Any]:
     if isinstance(record, Mapping):
         record_id, ok = record.get("id"), record.get("ok")
@@ -65,7 +55,7 @@ def _flat_attributes(record: Any) -> dict[str, Any]:
         attributes[CONVERSATION_ID] = record_id
     if isinstance(ok, bool):
         attributes[EPISODE_OK] = ok
-    step = _work_step(record)
+    step = work_step(record)
     if step is not None:
         attributes[RUN_STEP] = step
     return attributes

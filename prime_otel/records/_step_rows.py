@@ -11,7 +11,6 @@ of the same step replaces an earlier one with the larger, complete value, never 
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any
 
@@ -37,7 +36,7 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.metrics.export import Histogram as HistogramData
 
 from .._conventions import RUN_STEP
-from ._metric_values import MAX_STEP
+from ._metric_values import MAX_STEP, histogram_value, point_value
 
 _DELTA = AggregationTemporality.DELTA
 ALL_DELTA: dict[type, AggregationTemporality] = {
@@ -77,14 +76,8 @@ class _StepValue:
 
     def value(self) -> int | float | None:
         if self.kind == _MEAN:
-            if not self.count:
-                return None
-            mean = self.total / self.count
-            return mean if math.isfinite(mean) else None
-        if type(self.total) is int:
-            return self.total  # an integer metric stays an integer in the row
-        value = float(self.total)
-        return value if math.isfinite(value) else None
+            return histogram_value(self.total, self.count)
+        return point_value(self.total)
 
 
 class StepRowExporter(MetricExporter):

@@ -10,6 +10,8 @@ import os
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
+from .._types import RunKind
+
 RUN_ID_ENV = "PRIME_RUN_ID"
 RUN_OWNER_PID_ENV = "PRIME_RUN_OWNER_PID"
 RUN_KIND_ENV = "PRIME_RUN_KIND"
@@ -39,7 +41,7 @@ def inherited_run(environ: Mapping[str, str] | None = None, pid: int | None = No
 class RunAdvertisement:
     """Assigns the run id (and the owner's PID) in the process environment, and withdraws it at finish."""
 
-    def __init__(self, run_id: str, kind: str, environ: MutableMapping[str, str] | None = None) -> None:
+    def __init__(self, run_id: str, kind: RunKind, environ: MutableMapping[str, str] | None = None) -> None:
         self._run_id = run_id
         self._kind = kind
         self._environ = os.environ if environ is None else environ

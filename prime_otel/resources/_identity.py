@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 
 from .._conventions import PRIME_RUN_ID, PRIME_RUN_KIND, RUN_ID, RUN_NAME, RUN_RANK, RUN_TYPE, RUN_WORLD_SIZE
+from .._types import RunKind
 
 _RANK_VARIABLES = ("RANK", "SLURM_PROCID", "LOCAL_RANK")
 _WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "SLURM_NTASKS")
@@ -17,7 +18,7 @@ _WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "SLURM_NTASKS")
 @dataclass(frozen=True)
 class RunIdentity:
     id: str
-    kind: str
+    kind: RunKind
     name: str | None = None
     rank: int = 0
     world_size: int = 1

@@ -19,12 +19,30 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from .._types import RunStatus
+from ._containment import describe
+
 SIGNAL_FINISH_TIMEOUT_SECONDS = 5.0
 _HANDLED_SIGNALS = tuple(
     s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)) if s is not None
 )
 
 SignalHandler = Callable[[int, FrameType | None], Any] | int | None
+
+
+def exit_status(error: BaseException | None) -> tuple[RunStatus, str | None]:
+    """The status (and error message) of a run whose code ended with ``error`` (None: it returned): ``sys.exit(0)``
+    is a clean exit, Ctrl-C and a cancelled task cancel the run, anything else fails it."""
+    import asyncio
+
+    if error is None or (isinstance(error, SystemExit) and error.code in (0, None)):
+        return RunStatus.COMPLETED, None
+    if isinstance(error, SystemExit):
+        code = error.code
+        return RunStatus.FAILED, f"SystemExit: exit code {code}" if isinstance(code, int) else f"SystemExit: {code}"
+    if isinstance(error, (KeyboardInterrupt, asyncio.CancelledError)):
+        return RunStatus.CANCELLED, "interrupted"
+    return RunStatus.FAILED, describe(error)
 
 
 class AtexitHook:

@@ -34,7 +34,16 @@ from .._config import (
 from .._files import write_json_atomically
 from .._fork import register_for_fork_reset
 from .._sink import Sink
-from .._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, SinkPolicy, TrainingSpec
+from .._types import (
+    CONFIG_SOURCE_KEY,
+    RUN_KINDS,
+    ConfigSource,
+    EnvironmentRef,
+    RunKind,
+    RunMode,
+    SinkPolicy,
+    TrainingSpec,
+)
 from ..client import EvaluationsAPI, PlatformHTTP, TrainingRunsAPI
 from ..errors import ConfigurationError
 from ..exporters.otlp import (
@@ -58,7 +67,6 @@ from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run, RunParts
 
 _logger = logging.getLogger("prime_otel")
 
-_KINDS = ("eval", "train")
 _SINK_POLICIES = ("dual", "traces", "legacy")
 _TRANSPORTS = ("direct", "otlp")
 SPOOL_ENV = "PRIME_OTEL_SPOOL"
@@ -76,13 +84,13 @@ def init(
     description: str | None = None,
     tags: Iterable[str] | None = None,
     config: Any = None,
-    mode: str | None = None,
+    mode: RunMode | None = None,
     team_id: str | None = None,
     api_key: str | None = None,
     base_url: str | None = None,
     on_error: OnError = "warn",
     finish_timeout: float | None = None,
-    kind: str = "eval",
+    kind: RunKind = "eval",
     id: str | None = None,
     training: TrainingSpec | None = None,
     traces_opt_out: bool | None = None,
@@ -127,7 +135,7 @@ def init(
     spool_max_bytes = resolve_count(spool_max_bytes, SPOOL_MAX_BYTES_ENV, DEFAULT_SPOOL_MAX_BYTES)
     finish_timeout = resolve_number(finish_timeout, FINISH_TIMEOUT_ENV, None)
     status_line = resolve_flag(status_line, STATUS_LINE_ENV, False)
-    if kind not in _KINDS:
+    if kind not in RUN_KINDS:
         raise ConfigurationError(f"kind must be 'eval' or 'train', got {kind!r}")
     if training is not None and kind != "train":
         raise ConfigurationError("training=... describes a training run; pass kind='train' with it")

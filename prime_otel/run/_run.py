@@ -19,10 +19,10 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.trace import Tracer
 
-from .._backends import RunBackend
+from .._backends import ClosedAs, RunBackend, close_run
 from .._files import write_json_atomically
 from .._fork import register_for_fork_reset
-from .._types import CONFIG_SOURCE_KEY, ConfigSource, RunStatus
+from .._types import CONFIG_SOURCE_KEY, ConfigSource, RunKind, RunMode, RunStatus
 from ..client import PlatformHTTP
 from ..errors import RunFinishedError
 from ..exporters.otlp import OtlpRecordSink
@@ -33,7 +33,7 @@ from ..processors._spool import DISK_FULL, RunSpool
 from ..records import clean, loggable, metric_row
 from ..resources import RunAdvertisement, RunIdentity
 from ._containment import ErrorNotes, describe
-from ._exit_paths import SIGNAL_FINISH_TIMEOUT_SECONDS, AtexitHook, SignalChain
+from ._exit_paths import SIGNAL_FINISH_TIMEOUT_SECONDS, AtexitHook, SignalChain, exit_status
 from ._report import Closure, DeliveryReport, SinkReport
 from ._status_line import Progress, StatusLine
 
@@ -42,6 +42,11 @@ _logger = logging.getLogger("prime_otel")
 DEFAULT_FINISH_TIMEOUT_SECONDS = 300.0
 CRASH_MESSAGE = "process exited without finishing the run"
 REPORT_FILE = "report.json"
+_CLOSURE_OF = {
+    ClosedAs.CONFIRMED: Closure.CONFIRMED,
+    ClosedAs.RECORDED_IN_METADATA: Closure.RECORDED_IN_METADATA,
+    ClosedAs.LEFT_TO_LAUNCHER: Closure.LEFT_TO_LAUNCHER,
+}
 
 
 @dataclass
@@ -49,7 +54,7 @@ class RunParts:
     """Everything ``init()`` assembled for one run."""
 
     identity: RunIdentity
-    mode: str
+    mode: RunMode
     url: str | None
     attached: bool
     owns_lifecycle: bool
@@ -101,6 +106,7 @@ class Run:
         self._state_lock = threading.Lock()
         self._finish_lock = threading.RLock()
         self._report: DeliveryReport | None = None
+        self._report_when_finishing: DeliveryReport | None = None
         self._final_error: str | None = None
         self._deadline: float | None = None
         self._closure = Closure.OPEN
@@ -130,11 +136,11 @@ class Run:
         return self._parts.identity.name
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> RunKind:
         return self._parts.identity.kind
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> RunMode:
         return self._parts.mode
 
     @property
@@ -294,21 +300,28 @@ class Run:
         status: RunStatus | str = RunStatus.COMPLETED,
         error: str | None = None,
         timeout: float | None = None,
-    ) -> DeliveryReport | None:
-        """Drain, close the run on the platform with ``status``, and report what was delivered. Idempotent."""
+    ) -> DeliveryReport:
+        """Drain, close the run on the platform with ``status``, and report what was delivered. Idempotent: a
+        second call (or one made while the first is under way, from a signal handler) returns the report as it
+        stands."""
         target = coerce_status(status)
         with self._finish_lock:
-            if self._finished or self._finishing:
-                return self._report
+            if self._finished:
+                return self.report
+            if self._report_when_finishing is not None:
+                # Called from inside the first finish (a signal handler): a report built now could wait on a lock
+                # the interrupted teardown holds, so this call gets the report as it stood when finishing began.
+                return self._report_when_finishing
+            self._report_when_finishing = self._build_report()
             self._finishing = True
             try:
                 self._teardown(target, summary, error, timeout)
             finally:
                 self._finished = True
         self._parts.notes.raise_held()
-        return self._report
+        return self.report
 
-    def fail(self, error: BaseException | str, *, timeout: float | None = None) -> DeliveryReport | None:
+    def fail(self, error: BaseException | str, *, timeout: float | None = None) -> DeliveryReport:
         return self.finish(status=RunStatus.FAILED, error=describe(error), timeout=timeout)
 
     @property
@@ -410,25 +423,22 @@ class Run:
             return
         summary = self._summary_for_platform()
         self.summary.update(summary)  # the run's summary is what the platform got, ``prime_runs`` block included
-        config = None if parts.attached else (self.config or None)
-        self._quietly("updating the run", lambda: backend.update(self.id, config=config, summary=summary or None))
-        if parts.attached and status is not RunStatus.COMPLETED:
-            _logger.info(
-                "Run %s is attached: its %s status is left to the launcher that owns it", self.id, status.value
-            )
-            self._closure = Closure.LEFT_TO_LAUNCHER
-            return
-        final_error = error or self._parts.notes.first_error
         try:
-            backend.finalize(self.id, status, summary=summary or None, error=final_error, config=self.config or None)
+            closed = close_run(
+                backend,
+                self.id,
+                status,
+                summary=summary,
+                error=error or self._parts.notes.first_error,
+                config=self.config,
+                attached=parts.attached,
+                on_update_failure=lambda exc: self._parts.notes.note("updating the run", exc),
+            )
         except Exception as exc:
             self._parts.notes.note("finalizing the run", exc)
             self._settle_closure(Closure.NOT_CONFIRMED, describe(exc))
             return
-        # An evaluation platform without the status write (an older deployment) records a non-completed status
-        # in the run's metadata: the run itself keeps showing as running.
-        in_metadata = status is not RunStatus.COMPLETED and getattr(backend, "_status_endpoint_missing", False)
-        self._settle_closure(Closure.RECORDED_IN_METADATA if in_metadata else Closure.CONFIRMED)
+        self._settle_closure(_CLOSURE_OF[closed])
 
     def _settle_closure(self, closure: Closure, error: str | None = None) -> None:
         self._closure = closure
@@ -634,16 +644,7 @@ class Run:
         if exc is None:
             self.finish()
             return False
-        import asyncio
-
-        if isinstance(exc, SystemExit) and exc.code in (0, None):
-            status, message = RunStatus.COMPLETED, None  # sys.exit(0) is a clean exit
-        elif isinstance(exc, SystemExit):
-            status, message = RunStatus.FAILED, _describe_exit(exc)
-        elif isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
-            status, message = RunStatus.CANCELLED, "interrupted"
-        else:
-            status, message = RunStatus.FAILED, describe(exc)
+        status, message = exit_status(exc)
         try:
             self.finish(status=status, error=message)
         except Exception:
@@ -676,15 +677,11 @@ class Run:
         self._state_lock = threading.Lock()
         self._finish_lock = threading.RLock()
         self._finishing = False
+        self._report_when_finishing = None
         self._owns_lifecycle = False
         self._signals = None
         self._status_line = StatusLine(self.id, self._progress)
         self._parts.notes.reset_after_fork()
-
-
-def _describe_exit(ending: SystemExit) -> str:
-    code = ending.code
-    return f"SystemExit: exit code {code}" if isinstance(code, int) else f"SystemExit: {code}"
 
 
 def _spool_notes(spool: RunSpool) -> list[str]:

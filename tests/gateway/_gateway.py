@@ -1,4 +1,5 @@
-"""A ``prime-otel gateway`` subprocess pointed at a local platform, and its ``/runs`` status."""
+"""A ``prime-otel gateway`` subprocess pointed at a local platform, its ``/runs`` status, and the runs a producer
+registers before sending over OTLP (shared by the gateway tests and their conftest)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,14 @@ from typing import Any
 
 import httpx
 
+from prime_otel._backends import EvalBackend, RunSpec, TrainingBackend
+from prime_otel._types import EnvironmentRef, RunKind
+from prime_otel.client import EvaluationsAPI, PlatformHTTP, TrainingRunsAPI
 from prime_otel.testing import LocalPlatform
 
+TEAM = "team_gateway"
+LEASE_SECONDS = 2
+FAST_LIMITS = {"metrics_rate_limit": 100_000, "samples_rate_limit": 100_000}
 START_SECONDS = 60.0
 STOP_SECONDS = 20.0
 WAIT_SECONDS = 60.0
@@ -100,3 +107,24 @@ def wait_for(predicate: Any, what: str, timeout: float = WAIT_SECONDS) -> Any:
             return value
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+
+
+def create_run(platform: LocalPlatform, kind: RunKind, name: str) -> str:
+    """Registers a run the way a producer does before sending over OTLP."""
+    http = PlatformHTTP(api_key=platform.api_key, base_url=platform.url)
+    try:
+        spec = RunSpec(
+            kind=kind,
+            name=name,
+            environments=[EnvironmentRef.coerce("gsm8k")],
+            model="Qwen/Qwen3-8B",
+            framework="verifiers",
+            description=None,
+            tags=[],
+            config={},
+            team_id=TEAM,
+        )
+        backend = EvalBackend(EvaluationsAPI(http)) if kind == "eval" else TrainingBackend(TrainingRunsAPI(http))
+        return backend.create(spec).id
+    finally:
+        http.close()

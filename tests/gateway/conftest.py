@@ -6,15 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from prime_otel._backends import EvalBackend, RunSpec, TrainingBackend
-from prime_otel._types import EnvironmentRef
-from prime_otel.client import EvaluationsAPI, PlatformHTTP, TrainingRunsAPI
 from prime_otel.testing import LocalPlatform, start_local_platform
-from tests.gateway._gateway import Gateway
-
-TEAM = "team_gateway"
-LEASE_SECONDS = 2
-FAST_LIMITS = {"metrics_rate_limit": 100_000, "samples_rate_limit": 100_000}
+from tests.gateway._gateway import FAST_LIMITS, LEASE_SECONDS, Gateway
 
 
 @pytest.fixture(scope="package")
@@ -30,24 +23,3 @@ def gateway(platform: LocalPlatform, tmp_path_factory: pytest.TempPathFactory) -
     folder = tmp_path_factory.mktemp("gateway")
     with Gateway(platform, folder, "--lease-seconds", str(LEASE_SECONDS), "--samples-step-interval", "1") as server:
         yield server
-
-
-def create_run(platform: LocalPlatform, kind: str, name: str) -> str:
-    """Registers a run the way a producer does before sending over OTLP."""
-    http = PlatformHTTP(api_key=platform.api_key, base_url=platform.url)
-    try:
-        spec = RunSpec(
-            kind=kind,
-            name=name,
-            environments=[EnvironmentRef.coerce("gsm8k")],
-            model="Qwen/Qwen3-8B",
-            framework="verifiers",
-            description=None,
-            tags=[],
-            config={},
-            team_id=TEAM,
-        )
-        backend = EvalBackend(EvaluationsAPI(http)) if kind == "eval" else TrainingBackend(TrainingRunsAPI(http))
-        return backend.create(spec).id
-    finally:
-        http.close()

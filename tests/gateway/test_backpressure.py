@@ -28,6 +28,8 @@ class StalledSink:
     """A sink whose writes wait until the test releases them (an upload stuck on a slow platform)."""
 
     name = "stalled"
+    replay_safe = False
+    reports_requests = False
     quiet_off_reason = None
 
     def __init__(self) -> None:

@@ -21,9 +21,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from prime_otel.testing import LocalPlatform
-from tests.gateway._gateway import Gateway
+from tests.gateway._gateway import LEASE_SECONDS, Gateway, create_run
 from tests.gateway._producer import end_marker, episode_spans, fresh_episodes, run_resource, step_metrics
-from tests.gateway.conftest import LEASE_SECONDS, create_run
 
 
 @pytest.fixture

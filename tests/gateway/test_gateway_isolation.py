@@ -17,6 +17,8 @@ from prime_otel.records import record_of
 
 class KeepingSink:
     name = "keeping"
+    replay_safe = False
+    reports_requests = False
     quiet_off_reason = None
 
     def __init__(self) -> None:

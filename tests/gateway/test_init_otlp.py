@@ -12,9 +12,8 @@ import pytest
 import prime_otel as po
 from prime_otel.testing import LocalPlatform
 from tests._fixtures import EVAL_RUN_ID, load_episodes, load_json
-from tests.gateway._gateway import Gateway
+from tests.gateway._gateway import TEAM, Gateway
 from tests.gateway._producer import fresh_episodes
-from tests.gateway.conftest import TEAM
 
 _RUN_VARIABLES = ("PRIME_RUN_ID", "PRIME_RUN_OWNER_PID", "PRIME_RUN_KIND", "PRIME_RUNS_MODE", "PRIME_TRACES_OPT_OUT")
 
