@@ -9,16 +9,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ._types import NotARegularFileError, RunMode, read_regular_file
 from .client._urls import normalize_traces_url, strip_config_url
 from .errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
+_Value = TypeVar("_Value")
+_Default = TypeVar("_Default")
 
 MODE_ENV = "PRIME_RUNS_MODE"
 TRACES_OPT_OUT_ENV = "PRIME_TRACES_OPT_OUT"
@@ -177,28 +179,31 @@ def resolve_number(
     arg: float | None, env_name: str, default: float | None, environ: Mapping[str, str] = os.environ
 ) -> float | None:
     """Argument → ``env_name`` (a number, else ``ConfigurationError`` naming the variable) → ``default``."""
-    if arg is not None:
-        return arg
-    raw = _from_environment(env_name, environ)
-    if raw is None:
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise ConfigurationError(f"{env_name}={raw!r} is not a number") from None
+    return _resolve_parsed(arg, env_name, default, environ, float, "a number")
 
 
 def resolve_count(arg: int | None, env_name: str, default: int, environ: Mapping[str, str] = os.environ) -> int:
     """Argument → ``env_name`` (a whole number, else ``ConfigurationError`` naming the variable) → ``default``."""
+    return _resolve_parsed(arg, env_name, default, environ, int, "a whole number")
+
+
+def _resolve_parsed(
+    arg: _Value | None,
+    env_name: str,
+    default: _Default,
+    environ: Mapping[str, str],
+    parse: Callable[[str], _Value],
+    what: str,
+) -> _Value | _Default:
     if arg is not None:
         return arg
     raw = _from_environment(env_name, environ)
     if raw is None:
         return default
     try:
-        return int(raw)
+        return parse(raw)
     except ValueError:
-        raise ConfigurationError(f"{env_name}={raw!r} is not a whole number") from None
+        raise ConfigurationError(f"{env_name}={raw!r} is not {what}") from None
 
 
 def resolve_flag(arg: bool | None, env_name: str, default: bool, environ: Mapping[str, str] = os.environ) -> bool:

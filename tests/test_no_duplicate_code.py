@@ -37,10 +37,11 @@ class _Line:
 
 
 def _left_out(tree: ast.Module) -> set[int]:
-    """Line numbers of docstrings, imports and function signatures (up to the colon)."""
+    """Line numbers of docstrings, imports, ``__all__`` lists and function signatures (up to the colon): like
+    imports, an ``__all__`` list declares names (a re-export module names the same ones), it holds no logic."""
     skipped: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)) or _declares_all(node):
             skipped.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)):
             first = node.body[0] if node.body else None
@@ -55,6 +56,12 @@ def _left_out(tree: ast.Module) -> set[int]:
             start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
             skipped.update(range(start, first_statement))
     return skipped
+
+
+def _declares_all(node: ast.AST) -> bool:
+    return isinstance(node, ast.Assign) and any(
+        isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
+    )
 
 
 def _code_lines(path: Path) -> list[_Line]:

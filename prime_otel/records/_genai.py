@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from .. import _conventions as conv
+from ._models import TokenCounts
 
 #: The record shape the assembled records follow.
 RECORD_SCHEMA_VERSION = "0.4.0"
@@ -334,34 +335,17 @@ class _Seat:
 
 
 def _token_counts(nodes: list[dict[str, Any]], calls: list[dict[str, Any]]) -> tuple[int, int, int]:
-    """verifiers' computed counts: per root-to-leaf branch a call's new input beyond the previous call's total
-    (never negative), each call once; output over every branch; total = new input + every call's completion."""
-    parents = [node.get("parent") for node in nodes]
-    has_child = {parent for parent in parents if parent is not None}
-    usage_at = {call["node"]: call["usage"] for call in calls if "node" in call and "usage" in call}
-    counted: set[int] = set()
-    new_input = output = 0
-    for leaf in range(len(nodes)):
-        if leaf in has_child:
-            continue
-        path: list[int] = []
-        index: int | None = leaf
-        while index is not None:
-            path.append(index)
-            index = parents[index]
-        previous_total = 0
-        for index in reversed(path):
-            usage = usage_at.get(index)
-            if usage is None:
-                continue
+    """verifiers' computed counts (:class:`TokenCounts`) over the record's nodes and calls; a call's input is its
+    prompt tokens plus the cached input it read."""
+    usage_at: dict[int, tuple[int, int, int]] = {}
+    for call in calls:
+        usage = call.get("usage")
+        if "node" in call and usage is not None:
             sent = usage["prompt_tokens"] + (usage.get("cached_input_tokens") or 0)
-            if index not in counted:
-                counted.add(index)
-                new_input += max(0, sent - previous_total)
-            previous_total = sent + usage["completion_tokens"]
-            output += usage["completion_tokens"]
-    completion = sum(call["usage"]["completion_tokens"] for call in calls if "usage" in call)
-    return new_input, output, new_input + completion
+            usage_at[call["node"]] = (sent, sent + usage["completion_tokens"], usage["completion_tokens"])
+    completions = [call["usage"]["completion_tokens"] for call in calls if "usage" in call]
+    counts = TokenCounts.of_graph([node.get("parent") for node in nodes], usage_at, completions)
+    return counts.input, counts.output, counts.total
 
 
 # -- the message graph ----------------------------------------------------------------------------------------
@@ -513,28 +497,27 @@ class _Graph:
         self.add(leaf, message, _COMPACT.encode(message), [], "", span.end_ns / 1e9, sampled=False)
 
 
-def _raw_messages(value: Any) -> list[Mapping[str, Any]] | None:
-    """GenAI messages (a JSON string or structured list); None when absent or unreadable."""
+def _json_list(value: Any) -> list[Any] | tuple[Any, ...] | None:
+    """An attribute holding a list, given as a JSON string or structured; None when absent or unreadable."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except ValueError:
             return None
-    if not isinstance(value, (list, tuple)):
+    return value if isinstance(value, (list, tuple)) else None
+
+
+def _raw_messages(value: Any) -> list[Mapping[str, Any]] | None:
+    """GenAI messages (a JSON string or structured list); None when absent or unreadable."""
+    items = _json_list(value)
+    if items is None:
         return None
-    return [message for message in value if isinstance(message, Mapping)]
+    return [message for message in items if isinstance(message, Mapping)]
 
 
 def _system_messages(value: Any) -> list[dict[str, Any]]:
     """``gen_ai.system_instructions`` (parts) as the GenAI system message leading the history."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return []
-    if not isinstance(value, (list, tuple)):
-        return []
-    text = "".join(_part_texts(value))
+    text = "".join(_part_texts(_json_list(value) or ()))
     return [{"role": "system", "parts": [{"type": "text", "content": text}]}] if text else []
 
 
@@ -599,15 +582,8 @@ def _user_content(parts: list[Mapping[str, Any]]) -> Any:
 
 
 def _tool_definitions(value: Any) -> list[dict[str, Any]]:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return []
-    if not isinstance(value, (list, tuple)):
-        return []
     tools = []
-    for item in value:
+    for item in _json_list(value) or ():
         if not isinstance(item, Mapping):
             continue
         nested = item.get("function")

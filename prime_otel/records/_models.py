@@ -19,7 +19,7 @@ import json
 import logging
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -54,13 +54,27 @@ class TokenCounts:
 
     @classmethod
     def of_trace(cls, trace: Any) -> TokenCounts:
-        nodes = trace.nodes
-        parents = [node.parent for node in nodes]
+        usage_at = {
+            call.node: (call.usage.input_tokens, call.usage.total_tokens, call.usage.completion_tokens)
+            for call in trace.calls
+            if call.node is not None and call.usage is not None
+        }
+        completions = [call.usage.completion_tokens for call in trace.calls if call.usage is not None]
+        return cls.of_graph([node.parent for node in trace.nodes], usage_at, completions)
+
+    @classmethod
+    def of_graph(
+        cls,
+        parents: Sequence[int | None],
+        usage_at: Mapping[int, tuple[int, int, int]],
+        completions: Iterable[int],
+    ) -> TokenCounts:
+        """The counts of a message graph given as each node's parent, the usage of the call at a node as
+        (input tokens, total tokens, completion tokens), and every call's completion tokens."""
         has_child = {parent for parent in parents if parent is not None}
-        usage_at = {call.node: call.usage for call in trace.calls if call.node is not None}
         counted: set[int] = set()
         new_input = output = 0
-        for leaf in range(len(nodes)):
+        for leaf in range(len(parents)):
             if leaf in has_child:
                 continue
             path: list[int] = []
@@ -73,13 +87,13 @@ class TokenCounts:
                 usage = usage_at.get(node)
                 if usage is None:
                     continue
+                input_tokens, total_tokens, completion_tokens = usage
                 if node not in counted:
                     counted.add(node)
-                    new_input += max(0, usage.input_tokens - previous_total)
-                previous_total = usage.total_tokens
-                output += usage.completion_tokens
-        completion = sum(call.usage.completion_tokens for call in trace.calls if call.usage is not None)
-        return cls(new_input, output, new_input + completion)
+                    new_input += max(0, input_tokens - previous_total)
+                previous_total = total_tokens
+                output += completion_tokens
+        return cls(new_input, output, new_input + sum(completions))
 
     @classmethod
     def total_of(cls, counts: list[TokenCounts]) -> TokenCounts:
