@@ -50,6 +50,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key", default=None, help="default: PRIME_API_KEY or ~/.prime/config.json")
     parser.add_argument("--base-url", default=None, help="default: PRIME_API_BASE_URL or ~/.prime/config.json")
     parser.add_argument(
+        "--token-file",
+        type=Path,
+        default=None,
+        help="accepted bearer tokens, one per line; also the comma-separated list in PRIME_OTEL_GATEWAY_TOKENS",
+    )
+    parser.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="take requests without a token (a loopback test setup only: anyone local can end any run)",
+    )
+    parser.add_argument("--tls-cert", type=Path, default=None, help="PEM certificate chain: both receivers on TLS")
+    parser.add_argument("--tls-key", type=Path, default=None, help="PEM private key of --tls-cert")
+    parser.add_argument(
         "--ready-file",
         type=Path,
         default=None,
@@ -59,10 +72,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ._auth import load_tokens
     from ._server import GatewayOptions, serve
+    from ._tls import TlsFiles
 
     if args.samples_step_interval < 1:
         raise SystemExit("prime-otel gateway: --samples-step-interval must be at least 1")
+    try:
+        tokens = load_tokens(args.token_file)
+        tls = TlsFiles.of(args.tls_cert, args.tls_key)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"prime-otel gateway: {exc}") from None
     return serve(
         GatewayOptions(
             host=args.host,
@@ -75,5 +95,8 @@ def run(args: argparse.Namespace) -> int:
             api_key=args.api_key,
             base_url=args.base_url,
             ready_file=args.ready_file,
+            tokens=tuple(tokens),
+            allow_anonymous=args.no_auth,
+            tls=tls,
         )
     )

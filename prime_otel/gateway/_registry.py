@@ -14,6 +14,7 @@ from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportM
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
 
+from ._auth import ANONYMOUS
 from ._defaults import DEFAULT_DRAIN_SECONDS, DEFAULT_LEASE_SECONDS
 from ._ending import EndTracker
 from ._otlp import Origin, rows_by_resource, spans_by_resource
@@ -77,27 +78,34 @@ class RunRegistry:
 
     # -- receiving -------------------------------------------------------------------------------
 
-    def accept_traces(self, request: ExportTraceServiceRequest) -> Outcome:
+    def accept_traces(self, request: ExportTraceServiceRequest, sender: str = ANONYMOUS) -> Outcome:
         outcome = Outcome()
         groups = spans_by_resource(request)
-        runs = self._runs_for([group.origin for group in groups], outcome, [len(group.spans) for group in groups])
+        runs = self._runs_for(
+            [group.origin for group in groups], outcome, [len(group.spans) for group in groups], sender
+        )
         for group, run in zip(groups, runs, strict=True):
             if run is not None:
                 outcome.reject(run.accept_spans(group.origin, group.spans), _closed_reason(run))
         self._wake.set()
         return outcome
 
-    def accept_metrics(self, request: ExportMetricsServiceRequest) -> Outcome:
+    def accept_metrics(self, request: ExportMetricsServiceRequest, sender: str = ANONYMOUS) -> Outcome:
         outcome = Outcome()
         groups = rows_by_resource(request)
-        runs = self._runs_for([group.origin for group in groups], outcome, [len(group.rows) for group in groups])
+        runs = self._runs_for(
+            [group.origin for group in groups], outcome, [len(group.rows) for group in groups], sender
+        )
         for group, run in zip(groups, runs, strict=True):
             if run is not None:
                 outcome.reject(run.accept_rows(group.origin, group.rows), _closed_reason(run))
         return outcome
 
-    def _runs_for(self, origins: list[Origin], outcome: Outcome, sizes: list[int]) -> list[GatewayRun | None]:
-        """Each resource's run (opened on first sight); ``Saturated`` before anything is taken if one is full."""
+    def _runs_for(
+        self, origins: list[Origin], outcome: Outcome, sizes: list[int], sender: str
+    ) -> list[GatewayRun | None]:
+        """Each resource's run (opened on first sight, bound to ``sender``); ``Saturated`` before anything is taken
+        if one is full. A run bound to another sender takes nothing from this one."""
         if self._stopping:
             raise Saturated("the gateway is stopping")
         runs: list[GatewayRun | None] = []
@@ -109,20 +117,28 @@ class RunRegistry:
                 outcome.reject(size, f"run {origin.run_id}: run.type must be eval or train, got {origin.kind!r}")
                 runs.append(None)
             else:
-                runs.append(self._run(origin))
-        for run in runs:
-            if run is not None and run.state is RunState.OPEN and run.saturated:
-                raise Saturated(f"run {run.id} has more queued than its uploads keep up with")
+                held = self._run(origin, sender)
+                if held.sender != sender:
+                    held.foreign += size
+                    outcome.reject(size, f"run {origin.run_id} was opened under another token")
+                    runs.append(None)
+                else:
+                    runs.append(held)
+        for taken in runs:
+            if taken is not None and taken.state is RunState.OPEN and taken.saturated:
+                raise Saturated(f"run {taken.id} has more queued than its uploads keep up with")
         return runs
 
-    def _run(self, origin: Origin) -> GatewayRun:
+    def _run(self, origin: Origin, sender: str) -> GatewayRun:
         assert origin.run_id is not None and origin.kind is not None
         with self._lock:
             run = self._runs.get(origin.run_id)
             if run is None:
                 pipeline = self._factory.open(origin.run_id, origin.kind, Resource(dict(origin.attributes)))
                 tracker = EndTracker(self._lease_seconds, self._clock)
-                run = GatewayRun(origin.run_id, origin.kind, pipeline, tracker, drain_seconds=self._drain_seconds)
+                run = GatewayRun(
+                    origin.run_id, origin.kind, pipeline, tracker, drain_seconds=self._drain_seconds, sender=sender
+                )
                 self._runs[origin.run_id] = run
                 _logger.info("run %s (%s): receiving", origin.run_id, origin.kind)
             return run
@@ -179,9 +195,10 @@ class RunRegistry:
 
     # -- status ----------------------------------------------------------------------------------
 
-    def status(self) -> list[dict[str, Any]]:
+    def status(self, sender: str = ANONYMOUS) -> list[dict[str, Any]]:
+        """The runs bound to ``sender``."""
         with self._lock:
-            runs = list(self._runs.values())
+            runs = [run for run in self._runs.values() if run.sender == sender]
         return [run.status() for run in runs]
 
 

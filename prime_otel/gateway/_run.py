@@ -14,6 +14,7 @@ from typing import Any
 from .. import _conventions as conv
 from .._types import RunStatus
 from ..records import clean
+from ._auth import ANONYMOUS
 from ._ending import METRIC_ROWS, SPAN_KINDS, Ending, EndMarker, EndTracker
 from ._otlp import Origin, ReceivedSpan, StepRow
 from ._sinks import RunPipeline
@@ -35,10 +36,21 @@ class GatewayRun:
     """A run's state on this gateway. ``accept_*`` run on request threads; ``close`` on a closer thread."""
 
     def __init__(
-        self, run_id: str, kind: str, pipeline: RunPipeline, tracker: EndTracker, *, drain_seconds: float
+        self,
+        run_id: str,
+        kind: str,
+        pipeline: RunPipeline,
+        tracker: EndTracker,
+        *,
+        drain_seconds: float,
+        sender: str = ANONYMOUS,
     ) -> None:
         self.id = run_id
         self.kind = kind
+        #: The token fingerprint the run is bound to (the sender whose request opened it here).
+        self.sender = sender
+        #: Records other senders tried to write into this run (refused).
+        self.foreign = 0
         self.state = RunState.OPEN
         self.ending: Ending | None = None
         self.duplicates = 0
@@ -207,6 +219,7 @@ class GatewayRun:
             "finalize_error": self.finalize_error,
             "duplicates": self.duplicates,
             "rejected": self.rejected,
+            "foreign": self.foreign,
             "dropped": sum(uploader.dropped_records for uploader in uploaders),
             "invalid": pipeline.processor.invalid_records,
             "sinks": {

@@ -16,6 +16,7 @@ from typing import Any
 
 from .._config import resolve_settings, resolve_traces_opt_out
 from .._types import SinkPolicy
+from ._auth import TOKENS_ENV, Authenticator
 from ._defaults import (
     DEFAULT_DRAIN_SECONDS,
     DEFAULT_GRPC_PORT,
@@ -27,6 +28,7 @@ from ._grpc import start_grpc_server
 from ._http import create_app
 from ._registry import RunRegistry
 from ._sinks import PipelineFactory, PipelineOptions
+from ._tls import TlsFiles
 
 _logger = logging.getLogger("prime_otel.gateway")
 
@@ -46,6 +48,10 @@ class GatewayOptions:
     api_key: str | None = None
     base_url: str | None = None
     ready_file: Path | None = None
+    #: Accepted bearer tokens; empty requires ``allow_anonymous`` (``--no-auth``).
+    tokens: tuple[str, ...] = ()
+    allow_anonymous: bool = False
+    tls: TlsFiles | None = None
 
 
 def serve(options: GatewayOptions) -> int:
@@ -57,6 +63,16 @@ def serve(options: GatewayOptions) -> int:
     if not settings.api_key:
         print("prime-otel gateway: no API key; pass --api-key or set PRIME_API_KEY", file=sys.stderr)
         return 2
+    if not options.tokens and not options.allow_anonymous:
+        print(
+            f"prime-otel gateway: no accepted tokens; pass --token-file or set {TOKENS_ENV} "
+            "(or --no-auth to take anonymous senders, for a loopback-only test setup)",
+            file=sys.stderr,
+        )
+        return 2
+    authenticator = Authenticator(options.tokens)
+    if not authenticator.required:
+        _logger.warning("authentication is off (--no-auth): any local process can write into and end any run")
     pipeline_options = PipelineOptions(
         sinks=options.sinks,
         samples_step_interval=options.samples_step_interval,
@@ -69,19 +85,29 @@ def serve(options: GatewayOptions) -> int:
     )
     try:
         listener = _listen(options.host, options.http_port)
-        grpc_server, grpc_port = start_grpc_server(registry, options.host, options.grpc_port)
+        grpc_server, grpc_port = start_grpc_server(
+            registry, options.host, options.grpc_port, authenticator, options.tls
+        )
     except OSError as exc:
         print(f"prime-otel gateway: {exc}", file=sys.stderr)
         return 2
     registry.start()
     import uvicorn
 
+    tls = options.tls
     server = uvicorn.Server(
-        uvicorn.Config(create_app(registry), log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+        uvicorn.Config(
+            create_app(registry, authenticator=authenticator),
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=5,
+            ssl_certfile=str(tls.cert) if tls is not None else None,
+            ssl_keyfile=str(tls.key) if tls is not None else None,
+        )
     )
     http_port = listener.getsockname()[1]
     info = {
-        "http_url": f"http://{_url_host(options.host)}:{http_port}",
+        "http_url": f"{'https' if tls is not None else 'http'}://{_url_host(options.host)}:{http_port}",
         "http_port": http_port,
         "grpc_endpoint": f"{_url_host(options.host)}:{grpc_port}",
         "grpc_port": grpc_port,

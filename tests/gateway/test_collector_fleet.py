@@ -9,10 +9,8 @@ gateway closes that run as crashed when its lease runs out. Skipped without the 
 from __future__ import annotations
 
 import json
-import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -23,24 +21,17 @@ from typing import Any
 import pytest
 
 from prime_otel.testing import LocalPlatform
+from tests.gateway._collector import COLLECTOR, REPO, agent_collector
 from tests.gateway._gateway import Gateway, wait_for
 
-REPO = Path(__file__).resolve().parents[2]
-COLLECTOR = REPO / "collector-config" / "dist" / "otelcol-prime"
-AGENT_CONFIG = REPO / "collector-config" / "agent.yaml"
 FLEET_LEASE_SECONDS = 4
+FLEET_TOKEN = "fleet-token-5be1"
 LINE_SECONDS = 60.0
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not COLLECTOR.exists(), reason="the Collector is not built (make collector)"),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class Rank:
@@ -90,53 +81,15 @@ class Rank:
 
 @pytest.fixture
 def fleet(platform: LocalPlatform, tmp_path: Path) -> Iterator[tuple[list[Gateway], dict[str, str]]]:
-    """Two gateways behind one agent Collector; yields them and the producers' environment."""
+    """Two gateways requiring a token behind one agent Collector sending it; yields them and the producers'
+    environment."""
     options = ("--lease-seconds", str(FLEET_LEASE_SECONDS))
     with (
-        Gateway(platform, tmp_path / "gateway-1", *options) as first,
-        Gateway(platform, tmp_path / "gateway-2", *options) as second,
+        Gateway(platform, tmp_path / "gateway-1", *options, tokens=(FLEET_TOKEN,)) as first,
+        Gateway(platform, tmp_path / "gateway-2", *options, tokens=(FLEET_TOKEN,)) as second,
+        agent_collector(platform, [first, second], tmp_path, FLEET_TOKEN) as producer_env,
     ):
-        grpc_port, http_port = free_port(), free_port()
-        env = {
-            **os.environ,
-            "AGENT_OTLP_GRPC_PORT": str(grpc_port),
-            "AGENT_OTLP_HTTP_PORT": str(http_port),
-            "AGENT_METRICS_PORT": str(free_port()),
-            "GATEWAY_GRPC_ENDPOINTS": f"[127.0.0.1:{first.grpc_port}, 127.0.0.1:{second.grpc_port}]",
-        }
-        log = (tmp_path / "collector.log").open("ab")
-        collector = subprocess.Popen(
-            [str(COLLECTOR), f"--config={AGENT_CONFIG}"], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-        try:
-            wait_for(lambda: _accepts(grpc_port) or collector.poll() is not None, "the Collector to listen")
-            assert collector.poll() is None, (tmp_path / "collector.log").read_text()[-4000:]
-            producer_env = {
-                **os.environ,
-                **platform.env,
-                "HOME": str(tmp_path),
-                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{grpc_port}",
-                "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
-            }
-            for name in ("PRIME_RUN_ID", "PRIME_RUN_OWNER_PID", "PRIME_RUN_KIND", "RANK", "WORLD_SIZE"):
-                producer_env.pop(name, None)
-            yield [first, second], producer_env
-        finally:
-            collector.send_signal(signal.SIGTERM)
-            try:
-                collector.wait(20)
-            except subprocess.TimeoutExpired:
-                collector.kill()
-                collector.wait(10)
-            log.close()
-
-
-def _accepts(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except OSError:
-        return False
-    return True
+        yield [first, second], producer_env
 
 
 def start_run(env: dict[str, str], folder: Path, name: str) -> tuple[Rank, Rank, str]:
