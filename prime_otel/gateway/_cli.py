@@ -10,8 +10,10 @@ from ._defaults import (
     DEFAULT_GRPC_PORT,
     DEFAULT_HTTP_PORT,
     DEFAULT_LEASE_SECONDS,
+    DEFAULT_RUN_QUEUED_BYTES,
     DEFAULT_SAMPLES_STEP_INTERVAL,
 )
+from ._limits import DEFAULT_MAX_OPEN_RUNS, DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_WORLD_SIZE, MIB
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +52,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key", default=None, help="default: PRIME_API_KEY or ~/.prime/config.json")
     parser.add_argument("--base-url", default=None, help="default: PRIME_API_BASE_URL or ~/.prime/config.json")
     parser.add_argument(
+        "--max-world-size",
+        type=int,
+        default=DEFAULT_MAX_WORLD_SIZE,
+        help=f"refuse resources announcing a larger world size or rank (default {DEFAULT_MAX_WORLD_SIZE})",
+    )
+    parser.add_argument(
+        "--max-open-runs",
+        type=int,
+        default=DEFAULT_MAX_OPEN_RUNS,
+        help=f"answer 503 to data opening one more run (default {DEFAULT_MAX_OPEN_RUNS})",
+    )
+    parser.add_argument(
+        "--max-queued-mib",
+        type=int,
+        default=DEFAULT_MAX_QUEUED_BYTES // MIB,
+        help=f"answer 503 past this many MiB of records queued across runs (default {DEFAULT_MAX_QUEUED_BYTES // MIB})",
+    )
+    parser.add_argument(
+        "--max-run-queued-mib",
+        type=int,
+        default=DEFAULT_RUN_QUEUED_BYTES // MIB,
+        help=f"answer 503 past this many MiB queued for one run (default {DEFAULT_RUN_QUEUED_BYTES // MIB})",
+    )
+    parser.add_argument(
         "--token-file",
         type=Path,
         default=None,
@@ -73,11 +99,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ._auth import load_tokens
+    from ._limits import GatewayLimits
     from ._server import GatewayOptions, serve
     from ._tls import TlsFiles
 
     if args.samples_step_interval < 1:
         raise SystemExit("prime-otel gateway: --samples-step-interval must be at least 1")
+    for name in ("max_world_size", "max_open_runs", "max_queued_mib", "max_run_queued_mib"):
+        if getattr(args, name) < 1:
+            raise SystemExit(f"prime-otel gateway: --{name.replace('_', '-')} must be at least 1")
     try:
         tokens = load_tokens(args.token_file)
         tls = TlsFiles.of(args.tls_cert, args.tls_key)
@@ -98,5 +128,11 @@ def run(args: argparse.Namespace) -> int:
             tokens=tuple(tokens),
             allow_anonymous=args.no_auth,
             tls=tls,
+            limits=GatewayLimits(
+                max_world_size=args.max_world_size,
+                max_open_runs=args.max_open_runs,
+                max_queued_bytes=args.max_queued_mib * MIB,
+            ),
+            max_run_queued_bytes=args.max_run_queued_mib * MIB,
         )
     )

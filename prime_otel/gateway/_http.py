@@ -6,15 +6,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from google.protobuf.message import Message
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest, ExportLogsServiceResponse
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-    ExportMetricsServiceResponse,
-)
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
+from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -22,8 +19,10 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from ._auth import Authenticator, AuthError
-from ._decode import JSON, MAX_BODY_BYTES, RequestError, decompress, encode_response, media_type, parse_request
-from ._registry import Outcome, RunRegistry, Saturated
+from ._decode import JSON, MAX_BODY_BYTES, RequestError, decompress, encode_response, media_type
+from ._envelope import LOGS, METRICS, TRACES, split_request
+from ._outcome import Outcome, Saturated
+from ._registry import RunRegistry
 
 Handler = Callable[[bytes, str, str], Message]
 
@@ -36,7 +35,7 @@ def create_app(
     auth = authenticator or Authenticator()
 
     def traces(body: bytes, kind: str, sender: str) -> Message:
-        outcome = registry.accept_traces(parse_request(ExportTraceServiceRequest, body, kind), sender)
+        outcome = registry.accept_traces(split_request(body, kind, Span, TRACES), sender)
         response = ExportTraceServiceResponse()
         if outcome.rejected:
             response.partial_success.rejected_spans = outcome.rejected
@@ -44,7 +43,7 @@ def create_app(
         return response
 
     def metrics(body: bytes, kind: str, sender: str) -> Message:
-        outcome: Outcome = registry.accept_metrics(parse_request(ExportMetricsServiceRequest, body, kind), sender)
+        outcome: Outcome = registry.accept_metrics(split_request(body, kind, Metric, METRICS), sender)
         response = ExportMetricsServiceResponse()
         if outcome.rejected:
             response.partial_success.rejected_data_points = outcome.rejected
@@ -52,7 +51,7 @@ def create_app(
         return response
 
     def logs(body: bytes, kind: str, sender: str) -> Message:
-        parse_request(ExportLogsServiceRequest, body, kind)
+        split_request(body, kind, LogRecord, LOGS)
         return ExportLogsServiceResponse()
 
     def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:

@@ -6,54 +6,28 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.resources import Resource
 
 from ._auth import ANONYMOUS
 from ._defaults import DEFAULT_DRAIN_SECONDS, DEFAULT_LEASE_SECONDS
-from ._ending import EndTracker
-from ._otlp import Origin, rows_by_resource, spans_by_resource
+from ._ending import Ending, EndTracker
+from ._envelope import Envelope
+from ._limits import GatewayLimits
+from ._otlp import Origin, ResourceRows, ResourceSpans, rows_by_resource, spans_by_resource
+from ._outcome import Outcome, Saturated
 from ._run import GatewayRun, RunState
 from ._sinks import PipelineFactory
 
 _logger = logging.getLogger(__name__)
 
-RETRY_AFTER_SECONDS = 1
 #: How long a closed run stays listed (and refuses late data) before it is forgotten.
 CLOSED_RUN_MEMORY_SECONDS = 3600.0
 _KINDS = ("eval", "train")
-_MAX_MESSAGE_CHARS = 1000
-
-
-class Saturated(Exception):
-    """The gateway cannot take the request now (a run's queue is full, or it is stopping): retry later."""
-
-    def __init__(self, reason: str, retry_after: int = RETRY_AFTER_SECONDS) -> None:
-        super().__init__(f"{reason}; retry after {retry_after} s")
-        self.retry_after = retry_after
-
-
-@dataclass
-class Outcome:
-    """What became of one request: records rejected (OTLP ``partial_success``) and why."""
-
-    rejected: int = 0
-    reasons: list[str] = field(default_factory=list)
-
-    def reject(self, count: int, reason: str) -> None:
-        if count:
-            self.rejected += count
-            if reason not in self.reasons:
-                self.reasons.append(reason)
-
-    @property
-    def message(self) -> str:
-        return "; ".join(self.reasons)[:_MAX_MESSAGE_CHARS]
 
 
 class RunRegistry:
@@ -64,8 +38,10 @@ class RunRegistry:
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         drain_seconds: float = DEFAULT_DRAIN_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        limits: GatewayLimits | None = None,
     ) -> None:
         self._factory = factory
+        self._limits = limits or GatewayLimits()
         self._lease_seconds = lease_seconds
         self._drain_seconds = drain_seconds
         self._clock = clock
@@ -78,43 +54,51 @@ class RunRegistry:
 
     # -- receiving -------------------------------------------------------------------------------
 
-    def accept_traces(self, request: ExportTraceServiceRequest, sender: str = ANONYMOUS) -> Outcome:
+    def accept_traces(self, envelopes: list[Envelope[Span]], sender: str = ANONYMOUS) -> Outcome:
+        """Route each resource's spans to its run. Spans that could not be read are refused (counted invalid on
+        their run); ``Saturated`` when a run is full, or some records could not be queued (the sender retries)."""
         outcome = Outcome()
-        groups = spans_by_resource(request)
-        runs = self._runs_for(
-            [group.origin for group in groups], outcome, [len(group.spans) for group in groups], sender
-        )
+        groups = spans_by_resource(envelopes)
+        runs = self._runs_for(groups, outcome, [len(group.spans) for group in groups], sender)
         for group, run in zip(groups, runs, strict=True):
-            if run is not None:
-                outcome.reject(run.accept_spans(group.origin, group.spans), _closed_reason(run))
+            if run is not None and group.origin is not None:
+                run.accept_spans(group.origin, group.spans, outcome)
         self._wake.set()
+        if outcome.retry:
+            raise Saturated(outcome.retry)
         return outcome
 
-    def accept_metrics(self, request: ExportMetricsServiceRequest, sender: str = ANONYMOUS) -> Outcome:
+    def accept_metrics(self, envelopes: list[Envelope[Metric]], sender: str = ANONYMOUS) -> Outcome:
         outcome = Outcome()
-        groups = rows_by_resource(request)
-        runs = self._runs_for(
-            [group.origin for group in groups], outcome, [len(group.rows) for group in groups], sender
-        )
+        groups = rows_by_resource(envelopes)
+        runs = self._runs_for(groups, outcome, [len(group.rows) + len(group.invalid) for group in groups], sender)
         for group, run in zip(groups, runs, strict=True):
-            if run is not None:
-                outcome.reject(run.accept_rows(group.origin, group.rows), _closed_reason(run))
+            if run is not None and group.origin is not None:
+                run.accept_rows(group.origin, group.rows, group.invalid, outcome)
         return outcome
 
     def _runs_for(
-        self, origins: list[Origin], outcome: Outcome, sizes: list[int], sender: str
+        self, groups: Sequence[ResourceSpans | ResourceRows], outcome: Outcome, sizes: list[int], sender: str
     ) -> list[GatewayRun | None]:
         """Each resource's run (opened on first sight, bound to ``sender``); ``Saturated`` before anything is taken
         if one is full. A run bound to another sender takes nothing from this one."""
         if self._stopping:
             raise Saturated("the gateway is stopping")
         runs: list[GatewayRun | None] = []
-        for origin, size in zip(origins, sizes, strict=True):
-            if origin.run_id is None:
+        for group, size in zip(groups, sizes, strict=True):
+            origin = group.origin
+            if origin is None:
+                outcome.reject(size, f"a resource that cannot be read: {group.problem}")
+                runs.append(None)
+            elif origin.run_id is None:
                 outcome.reject(size, "a resource without run.id (no run to deliver to)")
                 runs.append(None)
             elif origin.kind not in _KINDS:
                 outcome.reject(size, f"run {origin.run_id}: run.type must be eval or train, got {origin.kind!r}")
+                runs.append(None)
+            elif origin.world_size > self._limits.max_world_size:
+                cap = self._limits.max_world_size
+                outcome.reject(size, f"run {origin.run_id}: a world size or rank above this gateway's cap of {cap}")
                 runs.append(None)
             else:
                 held = self._run(origin, sender)
@@ -127,13 +111,23 @@ class RunRegistry:
         for taken in runs:
             if taken is not None and taken.state is RunState.OPEN and taken.saturated:
                 raise Saturated(f"run {taken.id} has more queued than its uploads keep up with")
+        if any(taken is not None for taken in runs) and self.queued_bytes() >= self._limits.max_queued_bytes:
+            raise Saturated("the gateway has more queued than its uploads keep up with")
         return runs
+
+    def queued_bytes(self) -> int:
+        with self._lock:
+            runs = list(self._runs.values())
+        return sum(run.queued_bytes for run in runs if run.state is not RunState.CLOSED)
 
     def _run(self, origin: Origin, sender: str) -> GatewayRun:
         assert origin.run_id is not None and origin.kind is not None
         with self._lock:
             run = self._runs.get(origin.run_id)
             if run is None:
+                open_runs = sum(1 for held in self._runs.values() if held.state is not RunState.CLOSED)
+                if open_runs >= self._limits.max_open_runs:
+                    raise Saturated(f"the gateway holds {open_runs} open runs, its cap")
                 pipeline = self._factory.open(origin.run_id, origin.kind, Resource(dict(origin.attributes)))
                 tracker = EndTracker(self._lease_seconds, self._clock)
                 run = GatewayRun(
@@ -156,7 +150,10 @@ class RunRegistry:
             self._wake.wait(tick)
             self._wake.clear()
             if not self._stopping:
-                self.reap()
+                try:
+                    self.reap()
+                except Exception:  # one run's failure must not stop the closing of every other run
+                    _logger.exception("reaping runs failed; the reaper goes on")
 
     def reap(self) -> None:
         """Start closing every run whose ending is due; forget runs closed long ago."""
@@ -168,10 +165,14 @@ class RunRegistry:
                 del self._runs[run_id]
             runs = list(self._runs.values())
         for run in runs:
-            ending = run.due_ending()
+            try:
+                ending = run.due_ending()
+            except Exception:
+                _logger.exception("run %s: deciding its end failed", run.id)
+                continue
             if ending is not None and run.begin_close():
                 closer = threading.Thread(
-                    target=run.close, args=(ending,), name=f"prime-otel-gateway-close-{run.id}", daemon=True
+                    target=_close_guarded, args=(run, ending), name=f"prime-otel-gateway-close-{run.id}", daemon=True
                 )
                 closer.start()
                 with self._lock:
@@ -202,5 +203,8 @@ class RunRegistry:
         return [run.status() for run in runs]
 
 
-def _closed_reason(run: GatewayRun) -> str:
-    return f"run {run.id} is {run.state.value} on this gateway; its data is no longer taken"
+def _close_guarded(run: GatewayRun, ending: Ending) -> None:
+    try:
+        run.close(ending)
+    except Exception:
+        _logger.exception("run %s: closing failed", run.id)

@@ -8,6 +8,7 @@ import json
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -16,7 +17,9 @@ from .._types import RunStatus
 from ..records import clean
 from ._auth import ANONYMOUS
 from ._ending import METRIC_ROWS, SPAN_KINDS, Ending, EndMarker, EndTracker
+from ._envelope import Invalid
 from ._otlp import Origin, ReceivedSpan, StepRow
+from ._outcome import Outcome
 from ._sinks import RunPipeline
 from ._spans import ReceivedRecord
 
@@ -51,6 +54,8 @@ class GatewayRun:
         self.sender = sender
         #: Records other senders tried to write into this run (refused).
         self.foreign = 0
+        #: Spans and metrics refused because they could not be read, by reason.
+        self.invalid: Counter[str] = Counter()
         self.state = RunState.OPEN
         self.ending: Ending | None = None
         self.duplicates = 0
@@ -66,6 +71,10 @@ class GatewayRun:
         self._lock = threading.Lock()
 
     @property
+    def queued_bytes(self) -> int:
+        return self._pipeline.processor.queued_bytes
+
+    @property
     def saturated(self) -> bool:
         metrics = self._pipeline.metrics
         return self._pipeline.processor.saturated or (
@@ -74,38 +83,59 @@ class GatewayRun:
 
     # -- receiving -------------------------------------------------------------------------------
 
-    def accept_spans(self, origin: Origin, spans: list[ReceivedSpan]) -> int:
-        """Take one resource's spans; returns how many were rejected (the run is no longer open)."""
+    def accept_spans(self, origin: Origin, spans: list[ReceivedSpan | Invalid], outcome: Outcome) -> None:
+        """Take one resource's spans, each on its own: an unreadable record span or end marker is refused and
+        counted invalid (with why) while its neighbours go on. A span id is remembered (replays of it dropped)
+        only once its record was queued or its marker noted; records that could not be queued set
+        ``outcome.retry``."""
         with self._lock:
             if self.state is not RunState.OPEN:
                 self.rejected += len(spans)
-                return len(spans)
+                outcome.reject(len(spans), self._closed_reason())
+                return
             self._tracker.touch(origin.rank, origin.world_size)
-            batches: dict[str, list[ReceivedRecord]] = {}
-            markers: list[EndMarker] = []
+            batches: dict[str, list[tuple[bytes, ReceivedRecord]]] = {}
+            markers: list[tuple[bytes, EndMarker]] = []
+            taken: set[bytes] = set()
             for span in spans:
-                if span.span_id in self._seen_spans:
+                if isinstance(span, Invalid):
+                    self._refuse(span.reason, outcome)
+                    continue
+                if span.span_id in self._seen_spans or span.span_id in taken:
                     self.duplicates += 1
                     continue
-                self._seen_spans.add(span.span_id)
-                if span.name in SPAN_KINDS:
-                    batches.setdefault(span.name, []).append(_received(span))
-                elif span.name == conv.RUN_END_SPAN:
-                    markers.append(EndMarker.from_attributes(origin.rank, span.attributes))
-            for name, records in batches.items():
-                self._tracker.count(origin.rank, SPAN_KINDS[name], len(records))
-                self._pipeline.processor.submit_received(name, records)
-            for marker in markers:
+                try:
+                    if span.name in SPAN_KINDS:
+                        batches.setdefault(span.name, []).append((span.span_id, _received(span)))
+                    elif span.name == conv.RUN_END_SPAN:
+                        markers.append((span.span_id, EndMarker.from_attributes(origin.rank, span.attributes)))
+                except (ValueError, TypeError, RecursionError) as exc:
+                    self._refuse(_reason(span.name, exc), outcome)
+                    continue
+                taken.add(span.span_id)
+            for name, entries in batches.items():
+                if self._pipeline.processor.offer(name, [record for _, record in entries]):
+                    self._seen_spans.update(span_id for span_id, _ in entries)
+                    self._tracker.count(origin.rank, SPAN_KINDS[name], len(entries))
+                else:
+                    outcome.retry = f"run {self.id} could not queue {len(entries)} records now"
+            for span_id, marker in markers:
+                self._seen_spans.add(span_id)
+                if marker.summary_problem is not None:
+                    self.invalid[marker.summary_problem] += 1
                 self._tracker.mark(marker)
                 _logger.info("run %s: rank %d ended %s", self.id, marker.rank, marker.status.value)
-            return 0
 
-    def accept_rows(self, origin: Origin, rows: list[StepRow]) -> int:
-        """Take one resource's step rows: each step's keys are merged into one row, posted again when it grows."""
+    def accept_rows(self, origin: Origin, rows: list[StepRow], invalid: list[Invalid], outcome: Outcome) -> None:
+        """Take one resource's step rows: each step's keys are merged into one row, posted again when it grows;
+        metrics that could not be read are refused and counted invalid."""
         with self._lock:
             if self.state is not RunState.OPEN:
-                self.rejected += len(rows)
-                return len(rows)
+                self.rejected += len(rows) + len(invalid)
+                outcome.reject(len(rows) + len(invalid), self._closed_reason())
+                return
+            for problem in invalid:
+                self._refuse(problem.reason, outcome)
             self._tracker.touch(origin.rank, origin.world_size)
             fresh = []
             for row in rows:
@@ -118,7 +148,7 @@ class GatewayRun:
             self._tracker.count(origin.rank, METRIC_ROWS, len(fresh))
             metrics = self._pipeline.metrics
             if metrics is None:
-                return 0
+                return
             for row in fresh:
                 values: dict[str, Any] = dict(row.values)
                 if row.step is not None:
@@ -127,7 +157,13 @@ class GatewayRun:
                     values = {**merged, "step": row.step}
                 values["_timestamp"] = row.time_ns / 1e9 if row.time_ns else time.time()
                 metrics.submit(values)
-            return 0
+
+    def _refuse(self, reason: str, outcome: Outcome) -> None:
+        self.invalid[reason] += 1
+        outcome.reject(1, f"run {self.id}: {reason}")
+
+    def _closed_reason(self) -> str:
+        return f"run {self.id} is {self.state.value} on this gateway; its data is no longer taken"
 
     # -- closing ---------------------------------------------------------------------------------
 
@@ -167,7 +203,7 @@ class GatewayRun:
             self._pipeline.metrics.close(max(0.0, deadline - time.monotonic()))
 
     def _finalize(self, status: RunStatus, ending: Ending) -> None:
-        summary = clean(ending.summary or {})
+        summary = self._with_invalid_records(clean(ending.summary or {}))
         traces = self._pipeline.traces
         if self.kind == "eval" and traces is not None:
             existing = summary.get("prime_runs")
@@ -180,6 +216,16 @@ class GatewayRun:
             "finalizing",
             lambda: backend.finalize(self.id, status, summary=summary or None, error=ending.error, config=None),
         )
+
+    def _with_invalid_records(self, summary: dict[str, Any]) -> dict[str, Any]:
+        """The summary with ``prime_runs.invalid_records`` (reason -> count) when this gateway refused any."""
+        invalid = self.invalid_reasons()
+        if invalid:
+            existing = summary.get("prime_runs")
+            block = dict(existing) if isinstance(existing, Mapping) else {}
+            block["invalid_records"] = dict(invalid)
+            summary["prime_runs"] = block
+        return summary
 
     def _quietly(self, what: str, step: Callable[[], object]) -> None:
         try:
@@ -204,10 +250,16 @@ class GatewayRun:
 
     # -- status ----------------------------------------------------------------------------------
 
+    def invalid_reasons(self) -> Counter[str]:
+        """Everything of this run refused as unreadable: spans and metrics on arrival, records on delivery."""
+        # dict() copies in one step, while the uploader thread may be adding a reason.
+        return Counter(dict(self.invalid)) + Counter(dict(self._pipeline.processor.invalid_reasons))
+
     def status(self) -> dict[str, Any]:
         pipeline = self._pipeline
         uploaders = [pipeline.processor, *([pipeline.metrics] if pipeline.metrics is not None else [])]
         ending = self.ending
+        invalid = self.invalid_reasons()
         return {
             "run_id": self.id,
             "kind": self.kind,
@@ -221,7 +273,8 @@ class GatewayRun:
             "rejected": self.rejected,
             "foreign": self.foreign,
             "dropped": sum(uploader.dropped_records for uploader in uploaders),
-            "invalid": pipeline.processor.invalid_records,
+            "invalid": sum(invalid.values()),
+            "invalid_reasons": dict(invalid),
             "sinks": {
                 slot.name: {
                     "delivered": slot.exporter.stats.delivered,
@@ -233,6 +286,12 @@ class GatewayRun:
             },
             **self._tracker.snapshot(),
         }
+
+
+def _reason(name: str, error: BaseException) -> str:
+    if isinstance(error, ValueError) and name == conv.RUN_END_SPAN and str(error).startswith("a run.end"):
+        return str(error)
+    return f"a {name} span whose record cannot be read ({type(error).__name__})"
 
 
 def _received(span: ReceivedSpan) -> ReceivedRecord:

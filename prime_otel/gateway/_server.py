@@ -10,7 +10,7 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +22,12 @@ from ._defaults import (
     DEFAULT_GRPC_PORT,
     DEFAULT_HTTP_PORT,
     DEFAULT_LEASE_SECONDS,
+    DEFAULT_RUN_QUEUED_BYTES,
     DEFAULT_SAMPLES_STEP_INTERVAL,
 )
 from ._grpc import start_grpc_server
 from ._http import create_app
+from ._limits import GatewayLimits
 from ._registry import RunRegistry
 from ._sinks import PipelineFactory, PipelineOptions
 from ._tls import TlsFiles
@@ -52,6 +54,8 @@ class GatewayOptions:
     tokens: tuple[str, ...] = ()
     allow_anonymous: bool = False
     tls: TlsFiles | None = None
+    limits: GatewayLimits = field(default_factory=GatewayLimits)
+    max_run_queued_bytes: int = DEFAULT_RUN_QUEUED_BYTES
 
 
 def serve(options: GatewayOptions) -> int:
@@ -77,11 +81,13 @@ def serve(options: GatewayOptions) -> int:
         sinks=options.sinks,
         samples_step_interval=options.samples_step_interval,
         traces_opt_out=resolve_traces_opt_out(None, file=settings.file_values),
+        max_queued_bytes=options.max_run_queued_bytes,
     )
     registry = RunRegistry(
         PipelineFactory(settings, pipeline_options),
         lease_seconds=options.lease_seconds,
         drain_seconds=options.drain_seconds,
+        limits=options.limits,
     )
     try:
         listener = _listen(options.host, options.http_port)

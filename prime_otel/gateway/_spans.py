@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,11 +20,12 @@ from opentelemetry.sdk.resources import Resource
 from ..processors import RecordProcessor, SinkSlot
 from ..projection import build_samples
 from ..records import RecordSpan, is_episode
+from ._defaults import DEFAULT_RUN_QUEUED_BYTES
 
 _logger = logging.getLogger(__name__)
 
 #: Queued-but-undelivered record bytes above which a run answers 503 (its uploads fell behind).
-DEFAULT_MAX_QUEUED_BYTES = 256 * 1024 * 1024
+DEFAULT_MAX_QUEUED_BYTES = DEFAULT_RUN_QUEUED_BYTES
 _PUT_TIMEOUT_SECONDS = 1.0
 
 
@@ -91,6 +93,14 @@ def _parse_rows(text: str | None) -> list[dict[str, Any]]:
     return rows
 
 
+def _unreadable(name: str, error: BaseException) -> str:
+    if isinstance(error, RecursionError):
+        return f"{name} record JSON nested too deeply"
+    if isinstance(error, json.JSONDecodeError):
+        return f"{name} record that is not valid JSON"
+    return f"{name} record that is not a JSON object"
+
+
 class GatewayRecordProcessor(RecordProcessor):
     """A run's record processor fed by the receivers: bounded by queued bytes so a run whose uploads fell behind
     pushes back on its senders (``saturated``) instead of growing without limit."""
@@ -104,23 +114,38 @@ class GatewayRecordProcessor(RecordProcessor):
         thread_name: str = "prime-otel-gateway-run",
     ) -> None:
         super().__init__(slots, resource, put_timeout=_PUT_TIMEOUT_SECONDS, thread_name=thread_name)
-        self.invalid_records = 0
+        #: Records refused on delivery because their JSON could not be read, by reason.
+        self.invalid_reasons: Counter[str] = Counter()
         self._max_queued_bytes = max_queued_bytes
         self._queued_bytes = 0
         self._bytes_lock = threading.Lock()
 
     @property
+    def queued_bytes(self) -> int:
+        """Record bytes received and not yet delivered."""
+        return self._queued_bytes
+
+    @property
     def saturated(self) -> bool:
         return self._queued_bytes >= self._max_queued_bytes
 
-    def submit_received(self, name: str, records: list[ReceivedRecord]) -> bool:
-        """Queue one request's records of one kind; False when they were dropped (and counted)."""
+    @property
+    def invalid_records(self) -> int:
+        return sum(self.invalid_reasons.values())
+
+    def offer(self, name: str, records: list[ReceivedRecord]) -> bool:
+        """Queue one request's records of one kind; False when the queue stayed full (or the run is closing):
+        then nothing was taken and nothing is counted lost, the sender is told to send them again."""
         size = sum(record.size for record in records)
         with self._bytes_lock:
             self._queued_bytes += size
+        dropped_before = self.dropped_records
         queued = self._put(name, records)
         if not queued:
             self._release(size)
+            with self._lock:
+                # The uploader counted them dropped; they are refused instead (the sender retries them).
+                self.dropped_records -= self.dropped_records - dropped_before
         return queued
 
     def _release(self, size: int) -> None:
@@ -134,12 +159,17 @@ class GatewayRecordProcessor(RecordProcessor):
                 try:
                     record = json.loads(received.record_json)
                     if not isinstance(record, dict):
-                        raise ValueError("not a JSON object")
+                        raise TypeError("not a JSON object")
                     spans.append(GatewayRecordSpan(received, record, self._resource))
-                except (ValueError, RecursionError) as exc:
-                    self.invalid_records += 1
-                    _logger.warning(
-                        "a received %s span carries no valid record (%s); counted as lost", received.name, exc
+                except (ValueError, TypeError, RecursionError) as exc:
+                    reason = _unreadable(received.name, exc)
+                    first = reason not in self.invalid_reasons
+                    self.invalid_reasons[reason] += 1
+                    _logger.log(
+                        logging.WARNING if first else logging.DEBUG,
+                        "a received %s span carries no valid record (%s); counted invalid",
+                        received.name,
+                        reason,
                     )
             # Valid JSON can still be no record (a lone surrogate, no id): counted failed on every sink, with why.
             usable = self._prepare(spans)
