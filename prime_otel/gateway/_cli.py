@@ -12,6 +12,7 @@ from ._defaults import (
     DEFAULT_LEASE_SECONDS,
     DEFAULT_RUN_QUEUED_BYTES,
     DEFAULT_SAMPLES_STEP_INTERVAL,
+    DEFAULT_WORKERS,
 )
 from ._limits import DEFAULT_MAX_OPEN_RUNS, DEFAULT_MAX_QUEUED_BYTES, DEFAULT_MAX_WORLD_SIZE, MIB
 
@@ -51,6 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--api-key", default=None, help="default: PRIME_API_KEY or ~/.prime/config.json")
     parser.add_argument("--base-url", default=None, help="default: PRIME_API_BASE_URL or ~/.prime/config.json")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=DEFAULT_WORKERS,
+        help=f"delivery threads shared by every run (default {DEFAULT_WORKERS})",
+    )
     parser.add_argument(
         "--max-world-size",
         type=int,
@@ -105,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.samples_step_interval < 1:
         raise SystemExit("prime-otel gateway: --samples-step-interval must be at least 1")
-    for name in ("max_world_size", "max_open_runs", "max_queued_mib", "max_run_queued_mib"):
+    for name in ("workers", "max_world_size", "max_open_runs", "max_queued_mib", "max_run_queued_mib"):
         if getattr(args, name) < 1:
             raise SystemExit(f"prime-otel gateway: --{name.replace('_', '-')} must be at least 1")
     try:
@@ -134,5 +141,6 @@ def run(args: argparse.Namespace) -> int:
                 max_queued_bytes=args.max_queued_mib * MIB,
             ),
             max_run_queued_bytes=args.max_run_queued_mib * MIB,
+            workers=args.workers,
         )
     )

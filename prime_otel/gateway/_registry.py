@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent import futures
 from typing import Any
 
 from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
@@ -27,6 +28,7 @@ _logger = logging.getLogger(__name__)
 
 #: How long a closed run stays listed (and refuses late data) before it is forgotten.
 CLOSED_RUN_MEMORY_SECONDS = 3600.0
+_CLOSERS = 4
 _KINDS = ("eval", "train")
 
 
@@ -50,7 +52,9 @@ class RunRegistry:
         self._wake = threading.Event()
         self._stopping = False
         self._reaper: threading.Thread | None = None
-        self._closers: list[threading.Thread] = []
+        # A few closes at once; each mostly waits on its run's deliveries and the platform.
+        self._closer = futures.ThreadPoolExecutor(max_workers=_CLOSERS, thread_name_prefix="prime-otel-gateway-close")
+        self._closes: list[futures.Future[None]] = []
 
     # -- receiving -------------------------------------------------------------------------------
 
@@ -171,12 +175,9 @@ class RunRegistry:
                 _logger.exception("run %s: deciding its end failed", run.id)
                 continue
             if ending is not None and run.begin_close():
-                closer = threading.Thread(
-                    target=_close_guarded, args=(run, ending), name=f"prime-otel-gateway-close-{run.id}", daemon=True
-                )
-                closer.start()
+                close = self._closer.submit(_close_guarded, run, ending)
                 with self._lock:
-                    self._closers = [thread for thread in self._closers if thread.is_alive()] + [closer]
+                    self._closes = [pending for pending in self._closes if not pending.done()] + [close]
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop taking data, let closes in progress finish, and drain the open runs without closing them."""
@@ -186,13 +187,13 @@ class RunRegistry:
         if self._reaper is not None:
             self._reaper.join(timeout)
         with self._lock:
-            runs, closers = list(self._runs.values()), list(self._closers)
+            runs, closes = list(self._runs.values()), list(self._closes)
         for run in runs:
             if run.state is RunState.OPEN:
                 _logger.warning("run %s: the gateway stops before the run ended; left open on the platform", run.id)
                 run.abandon(max(0.0, deadline - time.monotonic()))
-        for closer in closers:
-            closer.join(max(0.0, deadline - time.monotonic()))
+        futures.wait(closes, max(0.0, deadline - time.monotonic()))
+        self._closer.shutdown(wait=False)
 
     # -- status ----------------------------------------------------------------------------------
 

@@ -24,10 +24,12 @@ from ._defaults import (
     DEFAULT_LEASE_SECONDS,
     DEFAULT_RUN_QUEUED_BYTES,
     DEFAULT_SAMPLES_STEP_INTERVAL,
+    DEFAULT_WORKERS,
 )
 from ._grpc import start_grpc_server
 from ._http import create_app
 from ._limits import GatewayLimits
+from ._pool import DeliveryPool
 from ._registry import RunRegistry
 from ._sinks import PipelineFactory, PipelineOptions
 from ._tls import TlsFiles
@@ -56,6 +58,8 @@ class GatewayOptions:
     tls: TlsFiles | None = None
     limits: GatewayLimits = field(default_factory=GatewayLimits)
     max_run_queued_bytes: int = DEFAULT_RUN_QUEUED_BYTES
+    #: Delivery threads shared by every run.
+    workers: int = DEFAULT_WORKERS
 
 
 def serve(options: GatewayOptions) -> int:
@@ -83,8 +87,9 @@ def serve(options: GatewayOptions) -> int:
         traces_opt_out=resolve_traces_opt_out(None, file=settings.file_values),
         max_queued_bytes=options.max_run_queued_bytes,
     )
+    pool = DeliveryPool(options.workers)
     registry = RunRegistry(
-        PipelineFactory(settings, pipeline_options),
+        PipelineFactory(settings, pipeline_options, pool),
         lease_seconds=options.lease_seconds,
         drain_seconds=options.drain_seconds,
         limits=options.limits,
@@ -130,6 +135,7 @@ def serve(options: GatewayOptions) -> int:
             signal.signal(sig, handler)
         grpc_server.stop(_STOP_GRACE_SECONDS).wait(_STOP_GRACE_SECONDS)
         registry.stop(options.drain_seconds)
+        pool.stop()
         if options.ready_file is not None:
             options.ready_file.unlink(missing_ok=True)
     return 0

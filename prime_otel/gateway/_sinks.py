@@ -19,8 +19,9 @@ from ..client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAP
 from ..exporters.eval_samples import EvalSamplesExporter
 from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSampleRowsExporter
 from ..exporters.traces import PrimeTracesExporter, upload_context
-from ..processors import TRAINING_PAUSE_SECONDS, StepMetricsUploader
+from ..processors import TRAINING_PAUSE_SECONDS, SinkSlot, StepMetricsUploader
 from ..records import RecordSpan
+from ._pool import DeliveryPool, PooledUploader
 from ._spans import DEFAULT_MAX_QUEUED_BYTES, GatewayRecordProcessor, GatewayRecordSpan
 
 _logger = logging.getLogger(__name__)
@@ -82,6 +83,26 @@ class EvalRowsSink:
         self._rows.reset_after_fork()
 
 
+class GatewayStepMetrics(PooledUploader, StepMetricsUploader):
+    """A received training run's step metrics, delivered on the gateway's pool when it has one."""
+
+    def __init__(self, slots: Sequence[SinkSlot], resource: Resource, pool: DeliveryPool | None) -> None:
+        super().__init__(slots, resource)
+        self.attach(pool)
+
+    @property
+    def queued_records(self) -> int:
+        if self._lane is None:
+            return super().queued_records
+        return sum(len(items) for _, items in self._lane.queued())
+
+    def submit(self, row: dict[str, Any]) -> bool:
+        return self.push(_METRICS_KIND, [row]) if self._lane is not None else super().submit(row)
+
+
+_METRICS_KIND = "metrics"
+
+
 @dataclass(frozen=True)
 class PipelineOptions:
     sinks: SinkPolicy = "dual"
@@ -104,9 +125,10 @@ class RunPipeline:
 class PipelineFactory:
     """Builds a received run's pipeline (no network: the run exists; the gateway attaches to it)."""
 
-    def __init__(self, settings: Settings, options: PipelineOptions) -> None:
+    def __init__(self, settings: Settings, options: PipelineOptions, pool: DeliveryPool | None = None) -> None:
         self._settings = settings
         self._options = options
+        self._pool = pool
 
     def open(self, run_id: str, kind: str, resource: Resource) -> RunPipeline:
         settings, options = self._settings, self._options
@@ -144,11 +166,12 @@ class PipelineFactory:
             resource,
             max_queued_bytes=options.max_queued_bytes,
             thread_name=f"prime-otel-gateway-{run_id}",
+            pool=self._pool,
         )
         metrics = None
         if kind == "train":
             metric_slots = sink_slots(step_metric_sinks(http, run_id, kind), pause_seconds=pause, on_failure=on_failure)
-            metrics = StepMetricsUploader(metric_slots, resource)
+            metrics = GatewayStepMetrics(metric_slots, resource, self._pool)
         return RunPipeline(
             processor=processor,
             metrics=metrics,

@@ -21,6 +21,7 @@ from ..processors import RecordProcessor, SinkSlot
 from ..projection import build_samples
 from ..records import RecordSpan, is_episode
 from ._defaults import DEFAULT_RUN_QUEUED_BYTES
+from ._pool import DeliveryPool, PooledUploader
 
 _logger = logging.getLogger(__name__)
 
@@ -101,9 +102,10 @@ def _unreadable(name: str, error: BaseException) -> str:
     return f"{name} record that is not a JSON object"
 
 
-class GatewayRecordProcessor(RecordProcessor):
+class GatewayRecordProcessor(PooledUploader, RecordProcessor):
     """A run's record processor fed by the receivers: bounded by queued bytes so a run whose uploads fell behind
-    pushes back on its senders (``saturated``) instead of growing without limit."""
+    pushes back on its senders (``saturated``) instead of growing without limit. With a ``pool`` its deliveries
+    run on the gateway's delivery threads (no thread of its own)."""
 
     def __init__(
         self,
@@ -112,8 +114,10 @@ class GatewayRecordProcessor(RecordProcessor):
         *,
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
         thread_name: str = "prime-otel-gateway-run",
+        pool: DeliveryPool | None = None,
     ) -> None:
         super().__init__(slots, resource, put_timeout=_PUT_TIMEOUT_SECONDS, thread_name=thread_name)
+        self.attach(pool)
         #: Records refused on delivery because their JSON could not be read, by reason.
         self.invalid_reasons: Counter[str] = Counter()
         self._max_queued_bytes = max_queued_bytes
@@ -139,6 +143,11 @@ class GatewayRecordProcessor(RecordProcessor):
         size = sum(record.size for record in records)
         with self._bytes_lock:
             self._queued_bytes += size
+        if self._lane is not None:
+            queued = self.push(name, records)
+            if not queued:
+                self._release(size)
+            return queued
         dropped_before = self.dropped_records
         queued = self._put(name, records)
         if not queued:
