@@ -46,3 +46,11 @@ END_EPISODES = "prime.run.records.episodes"
 END_TRACES = "prime.run.records.traces"
 END_METRIC_ROWS = "prime.run.records.metric_rows"
 END_OWNER = "prime.run.owner"
+
+# Liveness of a producer process on the OTLP path, sent while it lives (``PRIME_OTEL_HEARTBEAT_SECONDS``, default
+# 30, 0: off): a ``run.heartbeat`` span with the run's resource and no attributes. A gateway counts a run's lease
+# from the last data, marker or heartbeat of any of its ranks, so only a dead producer is closed as crashed; a
+# heartbeat is not a record (not counted, not deduplicated, never delivered).
+HEARTBEAT_SPAN = "run.heartbeat"
+HEARTBEAT_SECONDS_ENV = "PRIME_OTEL_HEARTBEAT_SECONDS"
+DEFAULT_HEARTBEAT_SECONDS = 30.0

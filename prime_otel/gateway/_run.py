@@ -101,6 +101,8 @@ class GatewayRun:
                 if isinstance(span, Invalid):
                     self._refuse(span.reason, outcome)
                     continue
+                if span.name == conv.HEARTBEAT_SPAN:
+                    continue  # liveness only: the touch above renewed the lease
                 if span.span_id in self._seen_spans or span.span_id in taken:
                     self.duplicates += 1
                     continue

@@ -8,12 +8,7 @@ gateway closes that run as crashed when its lease runs out. Skipped without the 
 
 from __future__ import annotations
 
-import json
-import queue
 import signal
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,62 +16,17 @@ from typing import Any
 import pytest
 
 from prime_otel.testing import LocalPlatform
-from tests.gateway._collector import COLLECTOR, REPO, agent_collector
+from tests.gateway._collector import COLLECTOR, agent_collector
 from tests.gateway._gateway import Gateway, wait_for
+from tests.gateway._rank_process import Rank
 
 FLEET_LEASE_SECONDS = 4
 FLEET_TOKEN = "fleet-token-5be1"
-LINE_SECONDS = 60.0
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not COLLECTOR.exists(), reason="the Collector is not built (make collector)"),
 ]
-
-
-class Rank:
-    """A producer process (tests/gateway/_rank.py) and the lines it printed."""
-
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.log = log
-        self._stderr = log.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.gateway._rank"],
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-        )
-        self._lines: queue.Queue[tuple[str, Any]] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            key, _, value = line.strip().partition(" ")
-            if value:
-                self._lines.put((key, json.loads(value)))
-
-    def expect(self, key: str) -> Any:
-        try:
-            said, value = self._lines.get(timeout=LINE_SECONDS)
-        except queue.Empty:
-            raise AssertionError(f"no {key} line within {LINE_SECONDS:g} s:\n{self.log.read_text()[-4000:]}") from None
-        assert said == key, f"expected {key}, got {said} {value}"
-        return value
-
-    def tell(self, command: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(command + "\n")
-        self.process.stdin.flush()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(10)
-        self._stderr.close()
 
 
 @pytest.fixture
