@@ -83,6 +83,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"answer 503 past this many MiB queued for one run (default {DEFAULT_RUN_QUEUED_BYTES // MIB})",
     )
     parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=None,
+        help="keep run state and undelivered records here, so a restarted gateway takes its runs up again",
+    )
+    parser.add_argument(
         "--token-file",
         type=Path,
         default=None,
@@ -142,5 +148,6 @@ def run(args: argparse.Namespace) -> int:
             ),
             max_run_queued_bytes=args.max_run_queued_mib * MIB,
             workers=args.workers,
+            state_dir=args.state_dir,
         )
     )

@@ -157,6 +157,24 @@ class EndTracker:
         with self._lock:
             self._markers[marker.rank] = marker
 
+    def restore(
+        self, world_size: int, ranks: list[int], received: dict[int, dict[str, int]], markers: list[EndMarker]
+    ) -> None:
+        """A restarted gateway's view of the run as it was; the lease starts again now."""
+        with self._lock:
+            self._world_size = max(self._world_size, world_size)
+            self._ranks.update(ranks)
+            for rank, counts in received.items():
+                for kind, count in counts.items():
+                    self._received[rank][kind] = count
+            for marker in markers:
+                self._markers[marker.rank] = marker
+
+    @property
+    def world(self) -> tuple[int, list[int]]:
+        with self._lock:
+            return self._world_size, sorted(self._ranks)
+
     def decide(self) -> Ending | None:
         """The ending now due, if any."""
         with self._lock:

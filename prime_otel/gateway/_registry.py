@@ -23,6 +23,7 @@ from ._otlp import Origin, ResourceRows, ResourceSpans, rows_by_resource, spans_
 from ._outcome import Outcome, Saturated
 from ._run import GatewayRun, RunState
 from ._sinks import PipelineFactory
+from ._state import GatewayState
 
 _logger = logging.getLogger(__name__)
 
@@ -41,8 +42,12 @@ class RunRegistry:
         drain_seconds: float = DEFAULT_DRAIN_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         limits: GatewayLimits | None = None,
+        state: GatewayState | None = None,
     ) -> None:
         self._factory = factory
+        self._state = state
+        #: Runs a previous life of this gateway closed (from ``state``): their late data stays refused.
+        self._closed_before: set[str] = set()
         self._limits = limits or GatewayLimits()
         self._lease_seconds = lease_seconds
         self._drain_seconds = drain_seconds
@@ -100,6 +105,9 @@ class RunRegistry:
             elif origin.kind not in _KINDS:
                 outcome.reject(size, f"run {origin.run_id}: run.type must be eval or train, got {origin.kind!r}")
                 runs.append(None)
+            elif origin.run_id in self._closed_before and origin.run_id not in self._runs:
+                outcome.reject(size, f"run {origin.run_id} was closed by this gateway; its data is no longer taken")
+                runs.append(None)
             elif origin.world_size > self._limits.max_world_size:
                 cap = self._limits.max_world_size
                 outcome.reject(size, f"run {origin.run_id}: a world size or rank above this gateway's cap of {cap}")
@@ -135,11 +143,45 @@ class RunRegistry:
                 pipeline = self._factory.open(origin.run_id, origin.kind, Resource(dict(origin.attributes)))
                 tracker = EndTracker(self._lease_seconds, self._clock)
                 run = GatewayRun(
-                    origin.run_id, origin.kind, pipeline, tracker, drain_seconds=self._drain_seconds, sender=sender
+                    origin.run_id,
+                    origin.kind,
+                    pipeline,
+                    tracker,
+                    drain_seconds=self._drain_seconds,
+                    sender=sender,
+                    state=self._state,
                 )
+                if self._state is not None:
+                    self._state.opened(origin.run_id, origin.kind, sender, origin.attributes)
                 self._runs[origin.run_id] = run
                 _logger.info("run %s (%s): receiving", origin.run_id, origin.kind)
             return run
+
+    def restore(self) -> None:
+        """After a restart on the same state folder: every run open before is taken up where it was (its records
+        not yet delivered are queued again); runs closed before keep refusing late data."""
+        if self._state is None:
+            return
+        for stored in self._state.runs():
+            if stored.closed:
+                self._closed_before.add(stored.run_id)
+                continue
+            resource = Resource(stored.resource)
+            pipeline = self._factory.open(stored.run_id, stored.kind, resource)
+            tracker = EndTracker(self._lease_seconds, self._clock)
+            run = GatewayRun(
+                stored.run_id,
+                stored.kind,
+                pipeline,
+                tracker,
+                drain_seconds=self._drain_seconds,
+                sender=stored.sender,
+                state=self._state,
+            )
+            with self._lock:
+                self._runs[stored.run_id] = run
+            requeued = run.restore(stored)
+            _logger.info("run %s (%s): taken up after a restart, %d records queued again", run.id, run.kind, requeued)
 
     # -- closing ---------------------------------------------------------------------------------
 

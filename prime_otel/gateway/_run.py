@@ -3,6 +3,7 @@ close (drain, then finalize once with the owner's status) when ``EndTracker`` sa
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import logging
@@ -14,7 +15,8 @@ from typing import Any
 
 from .. import _conventions as conv
 from .._types import RunStatus
-from ..records import clean
+from ..processors import Uploader
+from ..records import clean, compact_json
 from ._auth import ANONYMOUS
 from ._ending import METRIC_ROWS, SPAN_KINDS, Ending, EndMarker, EndTracker
 from ._envelope import Invalid
@@ -22,9 +24,12 @@ from ._otlp import Origin, ReceivedSpan, StepRow
 from ._outcome import Outcome
 from ._sinks import RunPipeline
 from ._spans import ReceivedRecord
+from ._state import SPOOL_SINK, GatewayState, StoredRun
 
 _logger = logging.getLogger(__name__)
 
+#: The spool kind of a step row (records are logged under their span name).
+METRIC_ROW_KIND = "metric_row"
 #: Step rows queued for a run's metrics uploader above which the run answers 503.
 MAX_QUEUED_METRIC_ROWS = 200
 
@@ -47,6 +52,7 @@ class GatewayRun:
         *,
         drain_seconds: float,
         sender: str = ANONYMOUS,
+        state: GatewayState | None = None,
     ) -> None:
         self.id = run_id
         self.kind = kind
@@ -69,6 +75,13 @@ class GatewayRun:
         self._seen_rows: set[tuple[int, int | None, int]] = set()
         self._step_rows: dict[int, dict[str, float]] = {}
         self._lock = threading.Lock()
+        self._state = state
+        self._stored_world: tuple[int, list[int]] | None = None
+        self._spool = state.spool(run_id) if state is not None else None
+        if self._spool is not None:
+            pipeline.processor.on_delivered = self._settle
+            if pipeline.metrics is not None:
+                pipeline.metrics.on_delivered = self._settle
 
     @property
     def queued_bytes(self) -> int:
@@ -115,13 +128,21 @@ class GatewayRun:
                     self._refuse(_reason(span.name, exc), outcome)
                     continue
                 taken.add(span.span_id)
+            self._note_world()
             for name, entries in batches.items():
-                if self._pipeline.processor.offer(name, [record for _, record in entries]):
-                    self._seen_spans.update(span_id for span_id, _ in entries)
+                records = self._spooled(name, [record for _, record in entries])
+                if records is not None and self._pipeline.processor.offer(name, records):
+                    span_ids = [span_id for span_id, _ in entries]
+                    if self._state is not None:
+                        self._state.arrived(self.id, origin.rank, SPAN_KINDS[name], span_ids)
+                    self._seen_spans.update(span_ids)
                     self._tracker.count(origin.rank, SPAN_KINDS[name], len(entries))
                 else:
+                    self._unspool(records)
                     outcome.retry = f"run {self.id} could not queue {len(entries)} records now"
             for span_id, marker in markers:
+                if self._state is not None:
+                    self._state.marked(self.id, span_id, marker)
                 self._seen_spans.add(span_id)
                 if marker.summary_problem is not None:
                     self.invalid[marker.summary_problem] += 1
@@ -147,10 +168,15 @@ class GatewayRun:
                     continue
                 self._seen_rows.add(key)
                 fresh.append(row)
+            self._note_world()
+            if self._state is not None and fresh:
+                keys = [(row.step, row.time_ns) for row in fresh]
+                self._state.rows_arrived(self.id, origin.rank, keys, METRIC_ROWS)
             self._tracker.count(origin.rank, METRIC_ROWS, len(fresh))
             metrics = self._pipeline.metrics
             if metrics is None:
                 return
+            outgoing: list[dict[str, Any]] = []
             for row in fresh:
                 values: dict[str, Any] = dict(row.values)
                 if row.step is not None:
@@ -158,7 +184,80 @@ class GatewayRun:
                     merged.update(row.values)
                     values = {**merged, "step": row.step}
                 values["_timestamp"] = row.time_ns / 1e9 if row.time_ns else time.time()
-                metrics.submit(values)
+                outgoing.append(values)
+            seqs: list[int | None] = [None] * len(outgoing)
+            if self._spool is not None and outgoing:
+                logged = self._spool.append(METRIC_ROW_KIND, [compact_json(values) for values in outgoing])
+                seqs = list(logged) if logged is not None else seqs
+            for values, seq in zip(outgoing, seqs, strict=True):
+                metrics.submit(values, seq)
+
+    # -- durable state (``--state-dir``) -------------------------------------------------------------
+
+    def _note_world(self) -> None:
+        if self._state is not None:
+            world = self._tracker.world
+            if world != self._stored_world:
+                self._state.touched(self.id, *world)
+                self._stored_world = world
+
+    def _spooled(self, name: str, records: list[ReceivedRecord]) -> list[ReceivedRecord] | None:
+        """The records with their seqs in the run's spool (logged before the sender is answered); None when the
+        spool is full."""
+        if self._spool is None:
+            return records
+        wrapped = [
+            compact_json({"record": r.record_json, "samples": r.samples_json, "end": r.end_time_ns}) for r in records
+        ]
+        seqs = self._spool.append(name, wrapped)
+        if seqs is None:
+            return None
+        return [dataclasses.replace(record, seq=seq) for record, seq in zip(records, seqs, strict=True)]
+
+    def _unspool(self, records: list[ReceivedRecord] | None) -> None:
+        """Records logged but not taken (the sender retries them): never replayed from the spool."""
+        seqs = [record.seq for record in records or [] if record.seq is not None]
+        if self._spool is not None and seqs:
+            self._spool.settle(SPOOL_SINK, seqs)
+
+    def _settle(self, seqs: list[int]) -> None:
+        if self._spool is not None:
+            self._spool.settle(SPOOL_SINK, seqs)
+            # Written now, not soon: a delivered record found unsettled after a crash is delivered again.
+            self._spool.save()
+
+    def restore(self, stored: StoredRun) -> int:
+        """A restarted gateway takes the run up where it was: dedupe keys, arrivals, markers, and the records it
+        had taken but not delivered, queued again. Returns how many were queued again."""
+        self._tracker.restore(stored.world_size, stored.ranks, stored.received, stored.markers)
+        self._stored_world = self._tracker.world
+        self._seen_spans = set(stored.seen_spans)
+        self._seen_rows = set(stored.seen_rows)
+        if self._spool is None:
+            return 0
+        self._spool.recover([SPOOL_SINK])
+        requeued = 0
+        while seqs := self._spool.oldest_pending(SPOOL_SINK, 256):
+            by_kind: dict[str, list[ReceivedRecord]] = {}
+            for spooled in self._spool.read(seqs):
+                if spooled.kind == METRIC_ROW_KIND:
+                    if self._pipeline.metrics is not None:
+                        self._pipeline.metrics.submit(spooled.record, spooled.seq)
+                        requeued += 1
+                    continue
+                wrapper = spooled.record
+                received = ReceivedRecord(
+                    spooled.kind, wrapper["record"], wrapper.get("samples"), int(wrapper.get("end") or 0), spooled.seq
+                )
+                by_kind.setdefault(spooled.kind, []).append(received)
+            self._spool.defer(SPOOL_SINK, seqs)  # in the queue again; settled once delivered
+            for name, records in by_kind.items():
+                self._pipeline.processor.offer(name, records)
+                requeued += len(records)
+            self._pipeline.processor.flush(None)
+            if self._pipeline.metrics is not None:
+                self._pipeline.metrics.flush(None)
+        return requeued
 
     def _refuse(self, reason: str, outcome: Outcome) -> None:
         self.invalid[reason] += 1
@@ -246,6 +345,8 @@ class GatewayRun:
             self.ending = ending
             self.closed_at = time.monotonic()
             self.state = RunState.CLOSED
+            if self._state is not None:
+                self._state.closed(self.id)
             self._seen_spans.clear()
             self._seen_rows.clear()
             self._step_rows.clear()
@@ -259,7 +360,7 @@ class GatewayRun:
 
     def status(self) -> dict[str, Any]:
         pipeline = self._pipeline
-        uploaders = [pipeline.processor, *([pipeline.metrics] if pipeline.metrics is not None else [])]
+        uploaders: list[Uploader] = [pipeline.processor, *([pipeline.metrics] if pipeline.metrics is not None else [])]
         ending = self.ending
         invalid = self.invalid_reasons()
         return {

@@ -32,6 +32,7 @@ from ._limits import GatewayLimits
 from ._pool import DeliveryPool
 from ._registry import RunRegistry
 from ._sinks import PipelineFactory, PipelineOptions
+from ._state import GatewayState
 from ._tls import TlsFiles
 
 _logger = logging.getLogger("prime_otel.gateway")
@@ -60,6 +61,8 @@ class GatewayOptions:
     max_run_queued_bytes: int = DEFAULT_RUN_QUEUED_BYTES
     #: Delivery threads shared by every run.
     workers: int = DEFAULT_WORKERS
+    #: Where run state and undelivered records survive a restart (None: in memory only).
+    state_dir: Path | None = None
 
 
 def serve(options: GatewayOptions) -> int:
@@ -93,7 +96,9 @@ def serve(options: GatewayOptions) -> int:
         lease_seconds=options.lease_seconds,
         drain_seconds=options.drain_seconds,
         limits=options.limits,
+        state=GatewayState(options.state_dir) if options.state_dir is not None else None,
     )
+    registry.restore()
     try:
         listener = _listen(options.host, options.http_port)
         grpc_server, grpc_port = start_grpc_server(

@@ -89,6 +89,8 @@ class GatewayStepMetrics(PooledUploader, StepMetricsUploader):
     def __init__(self, slots: Sequence[SinkSlot], resource: Resource, pool: DeliveryPool | None) -> None:
         super().__init__(slots, resource)
         self.attach(pool)
+        #: Called with the spool seqs of each delivered batch of rows (set by a run with durable state).
+        self.on_delivered: Callable[[list[int]], None] | None = None
 
     @property
     def queued_records(self) -> int:
@@ -96,8 +98,24 @@ class GatewayStepMetrics(PooledUploader, StepMetricsUploader):
             return super().queued_records
         return sum(len(items) for _, items in self._lane.queued())
 
-    def submit(self, row: dict[str, Any]) -> bool:
-        return self.push(_METRICS_KIND, [row]) if self._lane is not None else super().submit(row)
+    def submit(self, row: dict[str, Any], seq: int | None = None) -> bool:
+        """Queue one step row (``seq``: its place in the run's durable spool, settled once delivered)."""
+        item = _SpooledRow(row, seq)
+        return self.push(_METRICS_KIND, [item]) if self._lane is not None else self._put(_METRICS_KIND, [item])
+
+    def _deliver(self, items: list[Any]) -> None:
+        try:
+            super()._deliver([item.row for item in items])
+        finally:
+            seqs = [item.seq for item in items if item.seq is not None]
+            if seqs and self.on_delivered is not None:
+                self.on_delivered(seqs)
+
+
+@dataclass(frozen=True)
+class _SpooledRow:
+    row: dict[str, Any]
+    seq: int | None
 
 
 _METRICS_KIND = "metrics"
@@ -116,7 +134,7 @@ class RunPipeline:
     """What one received run writes through: its record processor, step metrics, lifecycle and clients."""
 
     processor: GatewayRecordProcessor
-    metrics: StepMetricsUploader | None
+    metrics: GatewayStepMetrics | None
     backend: RunBackend
     traces: PrimeTracesExporter | None
     closers: list[Callable[[], None]] = field(default_factory=list)

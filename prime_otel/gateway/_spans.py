@@ -11,7 +11,7 @@ import json
 import logging
 import threading
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,8 @@ class ReceivedRecord:
     record_json: str
     samples_json: str | None
     end_time_ns: int
+    #: Its seq in the run's durable spool (gateways with ``--state-dir``), settled once delivered.
+    seq: int | None = None
 
     @property
     def size(self) -> int:
@@ -121,6 +123,8 @@ class GatewayRecordProcessor(PooledUploader, RecordProcessor):
         #: Records refused on delivery because their JSON could not be read, by reason.
         self.invalid_reasons: Counter[str] = Counter()
         self._max_queued_bytes = max_queued_bytes
+        #: Called with the spool seqs of each delivered batch (set by a run with durable state).
+        self.on_delivered: Callable[[list[int]], None] | None = None
         self._queued_bytes = 0
         self._bytes_lock = threading.Lock()
 
@@ -186,3 +190,6 @@ class GatewayRecordProcessor(PooledUploader, RecordProcessor):
                 self._dispatch_to_slots(usable)
         finally:
             self._release(sum(received.size for received in items))
+            seqs = [received.seq for received in items if received.seq is not None]
+            if seqs and self.on_delivered is not None:
+                self.on_delivered(seqs)
