@@ -110,3 +110,11 @@ STOP_CONDITION = "prime.stop_condition"
 #: Where the run's spans and metric points are also exported (OTLP/HTTP base URL or gRPC endpoint).
 TEE_ENDPOINT_ENV = "PRIME_OTEL_TEE_ENDPOINT"
 TEE_PROTOCOL_ENV = "PRIME_OTEL_TEE_PROTOCOL"
+
+# Liveness of a producer process on the OTLP path, sent while it lives (``PRIME_OTEL_HEARTBEAT_SECONDS``, default
+# 30, 0: off): a ``run.heartbeat`` span with the run's resource and no attributes. A gateway counts a run's lease
+# from the last data, marker or heartbeat of any of its ranks, so only a dead producer is closed as crashed; a
+# heartbeat is not a record (not counted, not deduplicated, never delivered).
+HEARTBEAT_SPAN = "run.heartbeat"
+HEARTBEAT_SECONDS_ENV = "PRIME_OTEL_HEARTBEAT_SECONDS"
+DEFAULT_HEARTBEAT_SECONDS = 30.0

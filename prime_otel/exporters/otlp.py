@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -36,6 +37,7 @@ from ..errors import MissingExtraError, TransportError
 from ..records import RecordSpan, compact_json, is_episode
 from ..records._genai_view import genai_view
 from ._base import RecordExporter
+from ._heartbeat import Heartbeat, heartbeat_interval
 from ._sample_rows import encode_samples
 
 _SCOPE = InstrumentationScope("prime_otel")
@@ -88,16 +90,21 @@ class OtlpRecordSink(RecordExporter):
 
     name = "otlp"
 
-    def __init__(self, exporter: SpanExporter, resource: Resource) -> None:
+    def __init__(self, exporter: SpanExporter, resource: Resource, heartbeat_seconds: float | None = None) -> None:
         super().__init__()
         self._exporter = exporter
         self._resource = resource
         self._rollout_numbers: dict[Any, int] = {}
         self.sent = {conv.EPISODE_SPAN: 0, conv.TRACE_SPAN: 0}
+        # The heartbeat and the uploader share the exporter; one export at a time.
+        self._export_lock = threading.Lock()
+        interval = heartbeat_interval() if heartbeat_seconds is None else heartbeat_seconds
+        self._heartbeat = Heartbeat(self._send_heartbeat, interval)
+        self._heartbeat.start()
 
     def write(self, spans: Sequence[ReadableSpan]) -> None:
         outgoing = [self._with_record(span) for span in spans]
-        with suppressed_instrumentation():
+        with suppressed_instrumentation(), self._export_lock:
             result = self._exporter.export(outgoing)
         if result is not SpanExportResult.SUCCESS:
             raise OtlpExportFailed(f"the OTLP exporter could not send {len(outgoing)} record spans")
@@ -120,6 +127,7 @@ class OtlpRecordSink(RecordExporter):
         self, *, status: str, error: str | None, summary: Mapping[str, Any], metric_rows: int, owner: bool
     ) -> bool:
         """Tell the gateway what this process sent, so it closes the run only once all of it arrived."""
+        self._heartbeat.stop()
         attributes: dict[str, Any] = {
             conv.END_STATUS: status,
             conv.END_EPISODES: self.sent[conv.EPISODE_SPAN],
@@ -144,13 +152,35 @@ class OtlpRecordSink(RecordExporter):
             instrumentation_scope=_SCOPE,
         )
         try:
-            with suppressed_instrumentation():
+            with suppressed_instrumentation(), self._export_lock:
                 return self._exporter.export([marker]) is SpanExportResult.SUCCESS
         finally:
             self._exporter.shutdown()
 
+    def _send_heartbeat(self) -> None:
+        now = time.time_ns()
+        beat = ReadableSpan(
+            name=conv.HEARTBEAT_SPAN,
+            context=SpanContext(
+                _ids.generate_trace_id(), _ids.generate_span_id(), False, TraceFlags(TraceFlags.SAMPLED)
+            ),
+            resource=self._resource,
+            attributes={},
+            kind=SpanKind.INTERNAL,
+            start_time=now,
+            end_time=now,
+            instrumentation_scope=_SCOPE,
+        )
+        with suppressed_instrumentation(), self._export_lock:
+            self._exporter.export([beat])
+
     def close(self) -> None:
         """The exporter stays open for the ``run.end`` marker, which is sent after the records drained."""
+
+    def reset_after_fork(self) -> None:
+        super().reset_after_fork()
+        self._export_lock = threading.Lock()
+        self._heartbeat.forget_after_fork()
 
 
 def record_span_out(span: RecordSpan, resource: Resource, samples_json: str | None = None) -> ReadableSpan:

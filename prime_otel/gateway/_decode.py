@@ -1,5 +1,5 @@
-"""OTLP/HTTP bodies: content types, compression, protobuf and OTLP/JSON into request messages, and responses in
-the request's own content type.
+"""OTLP/HTTP bodies: content types, compression, OTLP/JSON ids, and responses in the request's own content type
+(the requests themselves are opened in ``_envelope.py``).
 
 OTLP/JSON carries trace and span ids as hex, which protobuf's JSON parser would silently read as base64 (a
 hex id is valid base64, giving 24-byte ids), so ids are converted before parsing.
@@ -8,12 +8,11 @@ hex id is valid base64, giving 24-byte ids), so ids are converted before parsing
 from __future__ import annotations
 
 import base64
-import json
 import zlib
-from typing import Any, TypeVar
+from typing import Any
 
 from google.protobuf import json_format
-from google.protobuf.message import DecodeError, Message
+from google.protobuf.message import Message
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -23,8 +22,6 @@ MAX_BODY_BYTES = 128 * 1024 * 1024
 _ID_KEYS = frozenset({"traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id"})
 # zlib window bits: gzip member, zlib stream, raw deflate.
 _GZIP, _ZLIB, _RAW = 31, 15, -15
-
-M = TypeVar("M", bound=Message)
 
 
 class RequestError(Exception):
@@ -60,7 +57,9 @@ def decompress(body: bytes, encoding: str | None, limit: int = MAX_BODY_BYTES) -
     if value == "deflate":
         try:
             return _inflate(body, _ZLIB, limit)
-        except RequestError:
+        except RequestError as exc:
+            if exc.status == 413:
+                raise
             # Some senders mean raw deflate by "deflate".
             return _inflate(body, _RAW, limit)
     raise RequestError(415, f"unsupported content encoding {encoding!r}; send gzip, deflate or identity")
@@ -79,39 +78,18 @@ def _inflate(body: bytes, window_bits: int, limit: int) -> bytes:
     return data
 
 
-def parse_request(message_type: type[M], body: bytes, kind: str) -> M:
-    """One OTLP export request from a protobuf or OTLP/JSON body; malformed bodies raise ``RequestError`` (400)."""
-    if kind == PROTOBUF:
-        message = message_type()
-        try:
-            message.ParseFromString(body)
-        except (DecodeError, RuntimeWarning, ValueError) as exc:
-            raise malformed(f"the body is not a valid {message_type.__name__}: {exc}") from None
-        return message
-    try:
-        document = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise malformed(f"the body is not valid JSON: {exc}") from None
-    if not isinstance(document, dict):
-        raise malformed("an OTLP/JSON body is a JSON object")
-    try:
-        return json_format.ParseDict(_hex_ids_to_base64(document), message_type(), ignore_unknown_fields=True)
-    except json_format.ParseError as exc:
-        raise malformed(f"the body is not a valid OTLP/JSON {message_type.__name__}: {exc}") from None
-
-
-def _hex_ids_to_base64(value: Any) -> Any:
+def hex_ids_to_base64(value: Any) -> Any:
     """The document with every trace/span id rewritten from OTLP's hex to proto3-JSON's base64, in place."""
     if isinstance(value, dict):
         for key, item in value.items():
             if key in _ID_KEYS and isinstance(item, str):
                 value[key] = _hex_to_base64(key, item)
             elif isinstance(item, (dict, list)):
-                _hex_ids_to_base64(item)
+                hex_ids_to_base64(item)
     elif isinstance(value, list):
         for item in value:
             if isinstance(item, (dict, list)):
-                _hex_ids_to_base64(item)
+                hex_ids_to_base64(item)
     return value
 
 

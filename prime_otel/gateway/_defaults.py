@@ -7,3 +7,7 @@ DEFAULT_GRPC_PORT = 14317
 DEFAULT_LEASE_SECONDS = 120.0
 DEFAULT_DRAIN_SECONDS = 300.0
 DEFAULT_SAMPLES_STEP_INTERVAL = 10
+#: Record bytes queued for one run's uploads above which the run answers 503.
+DEFAULT_RUN_QUEUED_BYTES = 256 * 1024 * 1024
+#: Delivery threads shared by every run on a gateway.
+DEFAULT_WORKERS = 8

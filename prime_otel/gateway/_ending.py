@@ -32,6 +32,10 @@ TRACES = "traces"
 METRIC_ROWS = "metric_rows"
 KINDS = (EPISODES, TRACES, METRIC_ROWS)
 SPAN_KINDS = {conv.EPISODE_SPAN: EPISODES, conv.TRACE_SPAN: TRACES}
+#: Summaries nest shallowly; a deeper one would only serve to break the JSON tools downstream.
+MAX_SUMMARY_DEPTH = 32
+MAX_ERROR_CHARS = 4000
+_MAX_COUNT_DIGITS = 19
 _COUNT_ATTRIBUTES = {EPISODES: conv.END_EPISODES, TRACES: conv.END_TRACES, METRIC_ROWS: conv.END_METRIC_ROWS}
 
 
@@ -45,42 +49,74 @@ class EndMarker:
     summary: dict[str, Any]
     counts: Mapping[str, int]
     owner: bool
+    summary_problem: str | None = None
 
     @classmethod
     def from_attributes(cls, rank: int, attributes: Mapping[str, Any]) -> EndMarker:
+        """``ValueError`` naming the problem when a count is no non-negative integer (such a marker is counted
+        invalid and not acted on: the run then ends at its lease). A summary that is no JSON object, or nests too
+        deep, is dropped (``summary_problem`` says why): the marker still ends the rank."""
         error = attributes.get(conv.END_ERROR)
         try:
             status = RunStatus(str(attributes.get(conv.END_STATUS, "")).lower())
         except ValueError:
             status = RunStatus.FAILED
             error = error or f"the run.end marker carried no valid status ({attributes.get(conv.END_STATUS)!r})"
+        try:
+            summary, summary_problem = _summary(attributes.get(conv.END_SUMMARY_JSON)), None
+        except ValueError as exc:
+            summary, summary_problem = {}, f"{exc} (dropped; the marker is kept)"
         if status is RunStatus.RUNNING:
             status, error = RunStatus.FAILED, error or "the run.end marker said the run is still running"
         return cls(
             rank=rank,
             status=status,
-            error=str(error) if error else None,
-            summary=_summary(attributes.get(conv.END_SUMMARY_JSON)),
+            error=str(error)[:MAX_ERROR_CHARS] if error else None,
+            summary=summary,
+            summary_problem=summary_problem,
             counts={kind: _count(attributes.get(name)) for kind, name in _COUNT_ATTRIBUTES.items()},
             owner=attributes.get(conv.END_OWNER) is True,
         )
 
 
 def _summary(text: Any) -> dict[str, Any]:
-    if not isinstance(text, str) or not text:
+    if text is None or text == "":
         return {}
+    if not isinstance(text, str):
+        raise ValueError("a run.end summary that is not a JSON string")
     try:
         summary = json.loads(text)
-    except ValueError:
-        return {}
-    return summary if isinstance(summary, dict) else {}
+    except (ValueError, RecursionError):
+        raise ValueError("a run.end summary that is not valid JSON") from None
+    if not isinstance(summary, dict) or not _shallow(summary, MAX_SUMMARY_DEPTH):
+        raise ValueError(f"a run.end summary that is not a JSON object nested at most {MAX_SUMMARY_DEPTH} deep")
+    return summary
+
+
+def _shallow(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests at most ``limit`` containers deep (checked without recursion)."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return False
+            children = item.values() if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children)
+    return True
 
 
 def _count(value: Any) -> int:
-    try:
-        return max(int(value), 0)
-    except (TypeError, ValueError):
+    """An announced record count: absent is 0; anything but a non-negative integer (also as an integral float or
+    a decimal string, after a JSON hop) is refused."""
+    if value is None:
         return 0
+    digits = isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= _MAX_COUNT_DIGITS
+    if digits or (isinstance(value, float) and value.is_integer()):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        raise ValueError("a run.end record count that is not a non-negative integer")
+    return value
 
 
 @dataclass(frozen=True)
@@ -120,6 +156,24 @@ class EndTracker:
     def mark(self, marker: EndMarker) -> None:
         with self._lock:
             self._markers[marker.rank] = marker
+
+    def restore(
+        self, world_size: int, ranks: list[int], received: dict[int, dict[str, int]], markers: list[EndMarker]
+    ) -> None:
+        """A restarted gateway's view of the run as it was; the lease starts again now."""
+        with self._lock:
+            self._world_size = max(self._world_size, world_size)
+            self._ranks.update(ranks)
+            for rank, counts in received.items():
+                for kind, count in counts.items():
+                    self._received[rank][kind] = count
+            for marker in markers:
+                self._markers[marker.rank] = marker
+
+    @property
+    def world(self) -> tuple[int, list[int]]:
+        with self._lock:
+            return self._world_size, sorted(self._ranks)
 
     def decide(self) -> Ending | None:
         """The ending now due, if any."""

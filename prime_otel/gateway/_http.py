@@ -6,43 +6,57 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from google.protobuf.message import Message
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest, ExportLogsServiceResponse
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-)
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-)
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord
+from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from ._decode import JSON, MAX_BODY_BYTES, RequestError, decompress, encode_response, media_type, parse_request
-from ._registry import RunRegistry, Saturated
+from ._auth import Authenticator, AuthError
+from ._decode import JSON, MAX_BODY_BYTES, RequestError, decompress, encode_response, media_type
+from ._envelope import LOGS, METRICS, TRACES, split_request
+from ._outcome import Outcome, Saturated
+from ._registry import RunRegistry
 
-Handler = Callable[[bytes, str], Message]
+Handler = Callable[[bytes, str, str], Message]
 
 
-def create_app(registry: RunRegistry, max_body_bytes: int = MAX_BODY_BYTES) -> Starlette:
-    def traces(body: bytes, kind: str) -> Message:
-        return registry.accept_traces(parse_request(ExportTraceServiceRequest, body, kind)).trace_response()
+def create_app(
+    registry: RunRegistry, max_body_bytes: int = MAX_BODY_BYTES, authenticator: Authenticator | None = None
+) -> Starlette:
+    """The HTTP receiver; with ``authenticator`` requiring tokens, every route but ``/healthz`` needs one (the
+    body of a request without one is never read)."""
+    auth = authenticator or Authenticator()
 
-    def metrics(body: bytes, kind: str) -> Message:
-        return registry.accept_metrics(parse_request(ExportMetricsServiceRequest, body, kind)).metrics_response()
+    def traces(body: bytes, kind: str, sender: str) -> Message:
+        outcome = registry.accept_traces(split_request(body, kind, Span, TRACES), sender)
+        return outcome.trace_response()
 
-    def logs(body: bytes, kind: str) -> Message:
-        parse_request(ExportLogsServiceRequest, body, kind)
+    def metrics(body: bytes, kind: str, sender: str) -> Message:
+        outcome: Outcome = registry.accept_metrics(split_request(body, kind, Metric, METRICS), sender)
+        return outcome.metrics_response()
+
+    def logs(body: bytes, kind: str, sender: str) -> Message:
+        split_request(body, kind, LogRecord, LOGS)
         return ExportLogsServiceResponse()
 
     def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def receive(request: Request) -> Response:
             try:
+                sender = auth.sender(request.headers.get("authorization"))
+            except AuthError as exc:
+                return _unauthorized(str(exc), request)
+            try:
                 kind = media_type(request.headers.get("content-type"))
                 raw = await _read_body(request, max_body_bytes)
                 encoding = request.headers.get("content-encoding")
-                message = await run_in_threadpool(lambda: handler(decompress(raw, encoding, max_body_bytes), kind))
+                message = await run_in_threadpool(
+                    lambda: handler(decompress(raw, encoding, max_body_bytes), kind, sender)
+                )
             except RequestError as exc:
                 return _error(exc.status, exc.message, request)
             except Saturated as exc:
@@ -57,7 +71,11 @@ def create_app(registry: RunRegistry, max_body_bytes: int = MAX_BODY_BYTES) -> S
         return JSONResponse({"ok": True})
 
     async def runs(request: Request) -> Response:
-        return JSONResponse(await run_in_threadpool(registry.status))
+        try:
+            sender = auth.sender(request.headers.get("authorization"))
+        except AuthError as exc:
+            return _unauthorized(str(exc), request)
+        return JSONResponse(await run_in_threadpool(registry.status, sender))
 
     return Starlette(
         routes=[
@@ -82,6 +100,14 @@ async def _read_body(request: Request, limit: int) -> bytes:
             raise RequestError(413, f"the body exceeds {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _unauthorized(message: str, request: Request) -> Response:
+    response = _error(401, message, request)
+    response.headers["WWW-Authenticate"] = 'Bearer realm="prime-otel gateway"'
+    # The sender may still be writing a body the gateway will not read.
+    response.headers["Connection"] = "close"
+    return response
 
 
 def _error(status: int, message: str, request: Request) -> Response:

@@ -7,15 +7,21 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from .. import _conventions as conv
 from .._types import RunKind, run_kind_of
 from ..records import histogram_value, point_value
 from ..records._genai import GenAISpan, SpanEvent, marks_episode
+from ._envelope import Envelope, Invalid
+
+# What reading decoded values may raise on hostile input (a value nested as deep as the decoder allowed).
+_READ_ERRORS = (ValueError, TypeError, RecursionError, OverflowError, MemoryError)
+#: Run ids are ASCII in every platform route; anything longer or stranger is refused with its resource.
+MAX_RUN_ID_CHARS = 200
 
 
 def any_value(value: AnyValue) -> Any:
@@ -50,6 +56,10 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
+def _usable_run_id(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= MAX_RUN_ID_CHARS and value.isprintable() and value.isascii()
+
+
 @dataclass(frozen=True)
 class Origin:
     """The producer behind a resource: its run (``run.id``, else ``prime.run.id``), kind, rank and world size."""
@@ -67,7 +77,10 @@ class Origin:
 
     @classmethod
     def of(cls, resource_attributes: Mapping[str, Any]) -> Origin:
+        """``ValueError`` (naming the problem) for a run id no platform path could carry."""
         run_id = resource_attributes.get(conv.RUN_ID) or resource_attributes.get(conv.PRIME_RUN_ID)
+        if run_id and not _usable_run_id(run_id):
+            raise ValueError(f"a run.id that is not a printable string of at most {MAX_RUN_ID_CHARS} characters")
         kind = resource_attributes.get(conv.RUN_TYPE) or resource_attributes.get(conv.PRIME_RUN_KIND)
         rank = _as_int(resource_attributes.get(conv.RUN_RANK)) or 0
         world_size = _as_int(resource_attributes.get(conv.RUN_WORLD_SIZE)) or 1
@@ -92,35 +105,61 @@ class ReceivedSpan:
 
 @dataclass
 class ResourceSpans:
-    origin: Origin
-    spans: list[ReceivedSpan] = field(default_factory=list)
+    """One resource's spans, each read or ``Invalid``; ``origin`` None (with ``problem``) when the resource itself
+    could not be read."""
+
+    origin: Origin | None
+    spans: list[ReceivedSpan | Invalid] = field(default_factory=list)
+    problem: str | None = None
 
 
-def spans_by_resource(request: ExportTraceServiceRequest) -> list[ResourceSpans]:
+def spans_by_resource(envelopes: list[Envelope[Span]]) -> list[ResourceSpans]:
     groups = []
-    for resource_spans in request.resource_spans:
-        group = ResourceSpans(Origin.of(attributes(resource_spans.resource.attributes)))
-        for scope_spans in resource_spans.scope_spans:
-            for span in scope_spans.spans:
-                decoded = attributes(span.attributes)
-                group.spans.append(
-                    ReceivedSpan(
-                        span_id=bytes(span.trace_id) + bytes(span.span_id),
-                        name=span.name,
-                        attributes=decoded,
-                        end_time_ns=span.end_time_unix_nano or span.start_time_unix_nano,
-                        genai=_genai_view(span, decoded),
-                    )
-                )
-        groups.append(group)
+    for envelope in envelopes:
+        origin = _origin(envelope.resource)
+        if isinstance(origin, Invalid):
+            groups.append(ResourceSpans(None, list(envelope.items), problem=origin.reason))
+            continue
+        groups.append(ResourceSpans(origin, [_received_span(span) for span in envelope.items]))
     return groups
 
 
+def _origin(resource: Resource | Invalid) -> Origin | Invalid:
+    if isinstance(resource, Invalid):
+        return resource
+    try:
+        resource_attributes = attributes(resource.attributes)
+    except _READ_ERRORS:
+        return Invalid("resource attributes that cannot be read")
+    try:
+        return Origin.of(resource_attributes)
+    except ValueError as exc:
+        return Invalid(str(exc))
+
+
+def _received_span(span: Span | Invalid) -> ReceivedSpan | Invalid:
+    if isinstance(span, Invalid):
+        return span
+    if len(span.trace_id) != 16 or len(span.span_id) != 8:
+        return Invalid("span without a 16-byte trace id and an 8-byte span id")
+    try:
+        decoded = attributes(span.attributes)
+        return ReceivedSpan(
+            span_id=span.trace_id + span.span_id,
+            name=span.name,
+            attributes=decoded,
+            end_time_ns=span.end_time_unix_nano or span.start_time_unix_nano,
+            genai=_genai_view(span, decoded),
+        )
+    except _READ_ERRORS:
+        return Invalid("span attributes that cannot be read")
+
+
 _STATUS_CODE_ERROR = 2
-_RECORD_SPANS = frozenset({conv.EPISODE_SPAN, conv.TRACE_SPAN, conv.RUN_END_SPAN})
+_RECORD_SPANS = frozenset({conv.EPISODE_SPAN, conv.TRACE_SPAN, conv.RUN_END_SPAN, conv.HEARTBEAT_SPAN})
 
 
-def _genai_view(span: Any, decoded: Mapping[str, Any]) -> GenAISpan | None:
+def _genai_view(span: Span, decoded: Mapping[str, Any]) -> GenAISpan | None:
     """The assembly's view of a span that carries no record: episode spans and GenAI spans whole, any other span
     only as a link between them (its content is not kept)."""
     episode = marks_episode(span.name, decoded)
@@ -155,23 +194,36 @@ class StepRow:
 
 @dataclass
 class ResourceRows:
-    origin: Origin
+    origin: Origin | None
     rows: list[StepRow] = field(default_factory=list)
+    invalid: list[Invalid] = field(default_factory=list)
+    problem: str | None = None
 
 
-def rows_by_resource(request: ExportMetricsServiceRequest) -> list[ResourceRows]:
+def rows_by_resource(envelopes: list[Envelope[Metric]]) -> list[ResourceRows]:
     """Gauge, sum and histogram points (a histogram contributes its mean), grouped into rows by step and time."""
     groups = []
-    for resource_metrics in request.resource_metrics:
-        group = ResourceRows(Origin.of(attributes(resource_metrics.resource.attributes)))
+    for envelope in envelopes:
+        origin = _origin(envelope.resource)
+        if isinstance(origin, Invalid):
+            groups.append(ResourceRows(None, problem=origin.reason, invalid=[origin] * len(envelope.items)))
+            continue
+        group = ResourceRows(origin)
         rows: dict[tuple[int | None, int], StepRow] = {}
-        for scope_metrics in resource_metrics.scope_metrics:
-            for metric in scope_metrics.metrics:
-                for step, time_ns, value in _points(metric):
-                    row = rows.get((step, time_ns))
-                    if row is None:
-                        row = rows[(step, time_ns)] = StepRow(step, time_ns)
-                    row.values[metric.name] = value
+        for metric in envelope.items:
+            if isinstance(metric, Invalid):
+                group.invalid.append(metric)
+                continue
+            try:
+                points = _points(metric)
+            except _READ_ERRORS:
+                group.invalid.append(Invalid("metric points that cannot be read"))
+                continue
+            for step, time_ns, value in points:
+                row = rows.get((step, time_ns))
+                if row is None:
+                    row = rows[(step, time_ns)] = StepRow(step, time_ns)
+                row.values[metric.name] = value
         group.rows.extend(rows.values())
         groups.append(group)
     return groups

@@ -6,74 +6,31 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from concurrent import futures
 from typing import Any
 
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-    ExportMetricsServiceResponse,
-)
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
+from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.resources import Resource
 
+from .._types import run_kind_of
+from ._auth import ANONYMOUS
 from ._defaults import DEFAULT_DRAIN_SECONDS, DEFAULT_LEASE_SECONDS
-from ._ending import EndTracker
-from ._otlp import Origin, rows_by_resource, spans_by_resource
+from ._ending import Ending, EndTracker
+from ._envelope import Envelope
+from ._limits import GatewayLimits
+from ._otlp import Origin, ResourceRows, ResourceSpans, rows_by_resource, spans_by_resource
+from ._outcome import Outcome, Saturated
 from ._run import GatewayRun, RunState
 from ._sinks import PipelineFactory
+from ._state import GatewayState
 
 _logger = logging.getLogger(__name__)
 
-RETRY_AFTER_SECONDS = 1
 #: How long a closed run stays listed (and refuses late data) before it is forgotten.
 CLOSED_RUN_MEMORY_SECONDS = 3600.0
-_MAX_MESSAGE_CHARS = 1000
-
-
-class Saturated(Exception):
-    """The gateway cannot take the request now (a run's queue is full, or it is stopping): retry later."""
-
-    def __init__(self, reason: str, retry_after: int = RETRY_AFTER_SECONDS) -> None:
-        super().__init__(f"{reason}; retry after {retry_after} s")
-        self.retry_after = retry_after
-
-
-@dataclass
-class Outcome:
-    """What became of one request: records rejected (OTLP ``partial_success``) and why."""
-
-    rejected: int = 0
-    reasons: list[str] = field(default_factory=list)
-
-    def reject(self, count: int, reason: str) -> None:
-        if count:
-            self.rejected += count
-            if reason not in self.reasons:
-                self.reasons.append(reason)
-
-    @property
-    def message(self) -> str:
-        return "; ".join(self.reasons)[:_MAX_MESSAGE_CHARS]
-
-    def trace_response(self) -> ExportTraceServiceResponse:
-        """The answer to a traces export, over HTTP or gRPC: ``partial_success`` names the rejected spans."""
-        response = ExportTraceServiceResponse()
-        if self.rejected:
-            response.partial_success.rejected_spans = self.rejected
-            response.partial_success.error_message = self.message
-        return response
-
-    def metrics_response(self) -> ExportMetricsServiceResponse:
-        """The answer to a metrics export: ``partial_success`` names the rejected data points."""
-        response = ExportMetricsServiceResponse()
-        if self.rejected:
-            response.partial_success.rejected_data_points = self.rejected
-            response.partial_success.error_message = self.message
-        return response
+_CLOSERS = 4
 
 
 class RunRegistry:
@@ -84,8 +41,14 @@ class RunRegistry:
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         drain_seconds: float = DEFAULT_DRAIN_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        limits: GatewayLimits | None = None,
+        state: GatewayState | None = None,
     ) -> None:
         self._factory = factory
+        self._state = state
+        #: Runs a previous life of this gateway closed (from ``state``): their late data stays refused.
+        self._closed_before: set[str] = set()
+        self._limits = limits or GatewayLimits()
         self._lease_seconds = lease_seconds
         self._drain_seconds = drain_seconds
         self._clock = clock
@@ -94,60 +57,137 @@ class RunRegistry:
         self._wake = threading.Event()
         self._stopping = False
         self._reaper: threading.Thread | None = None
-        self._closers: list[threading.Thread] = []
+        # A few closes at once; each mostly waits on its run's deliveries and the platform.
+        self._closer = futures.ThreadPoolExecutor(max_workers=_CLOSERS, thread_name_prefix="prime-otel-gateway-close")
+        self._closes: list[futures.Future[None]] = []
 
     # -- receiving -------------------------------------------------------------------------------
 
-    def accept_traces(self, request: ExportTraceServiceRequest) -> Outcome:
+    def accept_traces(self, envelopes: list[Envelope[Span]], sender: str = ANONYMOUS) -> Outcome:
+        """Route each resource's spans to its run. Spans that could not be read are refused (counted invalid on
+        their run); ``Saturated`` when a run is full, or some records could not be queued (the sender retries)."""
         outcome = Outcome()
-        groups = spans_by_resource(request)
-        runs = self._runs_for([group.origin for group in groups], outcome, [len(group.spans) for group in groups])
+        groups = spans_by_resource(envelopes)
+        runs = self._runs_for(groups, outcome, [len(group.spans) for group in groups], sender)
         for group, run in zip(groups, runs, strict=True):
-            if run is not None:
-                outcome.reject(run.accept_spans(group.origin, group.spans), _closed_reason(run))
+            if run is not None and group.origin is not None:
+                run.accept_spans(group.origin, group.spans, outcome)
         self._wake.set()
+        if outcome.retry:
+            raise Saturated(outcome.retry)
         return outcome
 
-    def accept_metrics(self, request: ExportMetricsServiceRequest) -> Outcome:
+    def accept_metrics(self, envelopes: list[Envelope[Metric]], sender: str = ANONYMOUS) -> Outcome:
         outcome = Outcome()
-        groups = rows_by_resource(request)
-        runs = self._runs_for([group.origin for group in groups], outcome, [len(group.rows) for group in groups])
+        groups = rows_by_resource(envelopes)
+        runs = self._runs_for(groups, outcome, [len(group.rows) + len(group.invalid) for group in groups], sender)
         for group, run in zip(groups, runs, strict=True):
-            if run is not None:
-                outcome.reject(run.accept_rows(group.origin, group.rows), _closed_reason(run))
+            if run is not None and group.origin is not None:
+                run.accept_rows(group.origin, group.rows, group.invalid, outcome)
         return outcome
 
-    def _runs_for(self, origins: list[Origin], outcome: Outcome, sizes: list[int]) -> list[GatewayRun | None]:
-        """Each resource's run (opened on first sight); ``Saturated`` before anything is taken if one is full."""
+    def _runs_for(
+        self, groups: Sequence[ResourceSpans | ResourceRows], outcome: Outcome, sizes: list[int], sender: str
+    ) -> list[GatewayRun | None]:
+        """Each resource's run (opened on first sight, bound to ``sender``); ``Saturated`` before anything is taken
+        if one is full. A run bound to another sender takes nothing from this one."""
         if self._stopping:
             raise Saturated("the gateway is stopping")
         runs: list[GatewayRun | None] = []
-        for origin, size in zip(origins, sizes, strict=True):
-            if origin.run_id is None:
+        for group, size in zip(groups, sizes, strict=True):
+            origin = group.origin
+            if origin is None:
+                outcome.reject(size, f"a resource that cannot be read: {group.problem}")
+                runs.append(None)
+            elif origin.run_id is None:
                 outcome.reject(size, "a resource without run.id (no run to deliver to)")
                 runs.append(None)
             elif origin.run_kind is None:
                 outcome.reject(size, f"run {origin.run_id}: run.type must be eval or train, got {origin.kind!r}")
                 runs.append(None)
+            elif origin.run_id in self._closed_before and origin.run_id not in self._runs:
+                outcome.reject(size, f"run {origin.run_id} was closed by this gateway; its data is no longer taken")
+                runs.append(None)
+            elif origin.world_size > self._limits.max_world_size:
+                cap = self._limits.max_world_size
+                outcome.reject(size, f"run {origin.run_id}: a world size or rank above this gateway's cap of {cap}")
+                runs.append(None)
             else:
-                runs.append(self._run(origin))
-        for run in runs:
-            if run is not None and run.state is RunState.OPEN and run.saturated:
-                raise Saturated(f"run {run.id} has more queued than its uploads keep up with")
+                held = self._run(origin, sender)
+                if held.sender != sender:
+                    held.foreign += size
+                    outcome.reject(size, f"run {origin.run_id} was opened under another token")
+                    runs.append(None)
+                else:
+                    runs.append(held)
+        for taken in runs:
+            if taken is not None and taken.state is RunState.OPEN and taken.saturated:
+                raise Saturated(f"run {taken.id} has more queued than its uploads keep up with")
+        if any(taken is not None for taken in runs) and self.queued_bytes() >= self._limits.max_queued_bytes:
+            raise Saturated("the gateway has more queued than its uploads keep up with")
         return runs
 
-    def _run(self, origin: Origin) -> GatewayRun:
+    def queued_bytes(self) -> int:
+        with self._lock:
+            runs = list(self._runs.values())
+        return sum(run.queued_bytes for run in runs if run.state is not RunState.CLOSED)
+
+    def _run(self, origin: Origin, sender: str) -> GatewayRun:
         kind = origin.run_kind
         assert origin.run_id is not None and kind is not None
         with self._lock:
             run = self._runs.get(origin.run_id)
             if run is None:
+                open_runs = sum(1 for held in self._runs.values() if held.state is not RunState.CLOSED)
+                if open_runs >= self._limits.max_open_runs:
+                    raise Saturated(f"the gateway holds {open_runs} open runs, its cap")
                 pipeline = self._factory.open(origin.run_id, kind, Resource(dict(origin.attributes)))
                 tracker = EndTracker(self._lease_seconds, self._clock)
-                run = GatewayRun(origin.run_id, kind, pipeline, tracker, drain_seconds=self._drain_seconds)
+                run = GatewayRun(
+                    origin.run_id,
+                    kind,
+                    pipeline,
+                    tracker,
+                    drain_seconds=self._drain_seconds,
+                    sender=sender,
+                    state=self._state,
+                )
+                if self._state is not None:
+                    self._state.opened(origin.run_id, kind, sender, origin.attributes)
                 self._runs[origin.run_id] = run
-                _logger.info("run %s (%s): receiving", origin.run_id, origin.kind)
+                _logger.info("run %s (%s): receiving", origin.run_id, kind)
             return run
+
+    def restore(self) -> None:
+        """After a restart on the same state folder: every run open before is taken up where it was (its records
+        not yet delivered are queued again); runs closed before keep refusing late data."""
+        if self._state is None:
+            return
+        for stored in self._state.runs():
+            if stored.closed:
+                self._closed_before.add(stored.run_id)
+                continue
+            kind = run_kind_of(stored.kind)
+            if kind is None:
+                _logger.warning(
+                    "run %s: its stored kind %r names no run kind; not taken up", stored.run_id, stored.kind
+                )
+                continue
+            pipeline = self._factory.open(stored.run_id, kind, Resource(stored.resource))
+            tracker = EndTracker(self._lease_seconds, self._clock)
+            run = GatewayRun(
+                stored.run_id,
+                kind,
+                pipeline,
+                tracker,
+                drain_seconds=self._drain_seconds,
+                sender=stored.sender,
+                state=self._state,
+            )
+            with self._lock:
+                self._runs[stored.run_id] = run
+            requeued = run.restore(stored)
+            _logger.info("run %s (%s): taken up after a restart, %d records queued again", run.id, run.kind, requeued)
 
     # -- closing ---------------------------------------------------------------------------------
 
@@ -162,7 +202,10 @@ class RunRegistry:
             self._wake.wait(tick)
             self._wake.clear()
             if not self._stopping:
-                self.reap()
+                try:
+                    self.reap()
+                except Exception:  # one run's failure must not stop the closing of every other run
+                    _logger.exception("reaping runs failed; the reaper goes on")
 
     def reap(self) -> None:
         """Start closing every run whose ending is due; forget runs closed long ago."""
@@ -174,14 +217,15 @@ class RunRegistry:
                 del self._runs[run_id]
             runs = list(self._runs.values())
         for run in runs:
-            ending = run.due_ending()
+            try:
+                ending = run.due_ending()
+            except Exception:
+                _logger.exception("run %s: deciding its end failed", run.id)
+                continue
             if ending is not None and run.begin_close():
-                closer = threading.Thread(
-                    target=run.close, args=(ending,), name=f"prime-otel-gateway-close-{run.id}", daemon=True
-                )
-                closer.start()
+                close = self._closer.submit(_close_guarded, run, ending)
                 with self._lock:
-                    self._closers = [thread for thread in self._closers if thread.is_alive()] + [closer]
+                    self._closes = [pending for pending in self._closes if not pending.done()] + [close]
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop taking data, let closes in progress finish, and drain the open runs without closing them."""
@@ -191,21 +235,25 @@ class RunRegistry:
         if self._reaper is not None:
             self._reaper.join(timeout)
         with self._lock:
-            runs, closers = list(self._runs.values()), list(self._closers)
+            runs, closes = list(self._runs.values()), list(self._closes)
         for run in runs:
             if run.state is RunState.OPEN:
                 _logger.warning("run %s: the gateway stops before the run ended; left open on the platform", run.id)
                 run.abandon(max(0.0, deadline - time.monotonic()))
-        for closer in closers:
-            closer.join(max(0.0, deadline - time.monotonic()))
+        futures.wait(closes, max(0.0, deadline - time.monotonic()))
+        self._closer.shutdown(wait=False)
 
     # -- status ----------------------------------------------------------------------------------
 
-    def status(self) -> list[dict[str, Any]]:
+    def status(self, sender: str = ANONYMOUS) -> list[dict[str, Any]]:
+        """The runs bound to ``sender``."""
         with self._lock:
-            runs = list(self._runs.values())
+            runs = [run for run in self._runs.values() if run.sender == sender]
         return [run.status() for run in runs]
 
 
-def _closed_reason(run: GatewayRun) -> str:
-    return f"run {run.id} is {run.state.value} on this gateway; its data is no longer taken"
+def _close_guarded(run: GatewayRun, ending: Ending) -> None:
+    try:
+        run.close(ending)
+    except Exception:
+        _logger.exception("run %s: closing failed", run.id)

@@ -3,11 +3,13 @@ close (drain, then finalize once with the owner's status) when ``EndTracker`` sa
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import logging
 import threading
 import time
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,14 +19,20 @@ from .._types import RunKind, RunStatus
 from ..processors import Uploader
 from ..records import clean, compact_json
 from ..records._genai import GenAISpan
+from ._auth import ANONYMOUS
 from ._ending import EPISODES, METRIC_ROWS, SPAN_KINDS, Ending, EndMarker, EndTracker
+from ._envelope import Invalid
 from ._genai import EpisodeAssembler
 from ._otlp import Origin, ReceivedSpan, StepRow
+from ._outcome import Outcome
 from ._sinks import RunPipeline
 from ._spans import ReceivedRecord
+from ._state import SPOOL_SINK, GatewayState, StoredRun
 
 _logger = logging.getLogger(__name__)
 
+#: The spool kind of a step row (records are logged under their span name).
+METRIC_ROW_KIND = "metric_row"
 #: Step rows queued for a run's metrics uploader above which the run answers 503.
 MAX_QUEUED_METRIC_ROWS = 200
 
@@ -39,10 +47,24 @@ class GatewayRun:
     """A run's state on this gateway. ``accept_*`` run on request threads; ``close`` on a closer thread."""
 
     def __init__(
-        self, run_id: str, kind: RunKind, pipeline: RunPipeline, tracker: EndTracker, *, drain_seconds: float
+        self,
+        run_id: str,
+        kind: RunKind,
+        pipeline: RunPipeline,
+        tracker: EndTracker,
+        *,
+        drain_seconds: float,
+        sender: str = ANONYMOUS,
+        state: GatewayState | None = None,
     ) -> None:
         self.id = run_id
         self.kind = kind
+        #: The token fingerprint the run is bound to (the sender whose request opened it here).
+        self.sender = sender
+        #: Records other senders tried to write into this run (refused).
+        self.foreign = 0
+        #: Spans and metrics refused because they could not be read, by reason.
+        self.invalid: Counter[str] = Counter()
         self.state = RunState.OPEN
         self.ending: Ending | None = None
         self.duplicates = 0
@@ -57,6 +79,17 @@ class GatewayRun:
         self._step_rows: dict[int, dict[str, float]] = {}
         self._lock = threading.Lock()
         self._episodes = EpisodeAssembler()
+        self._state = state
+        self._stored_world: tuple[int, list[int]] | None = None
+        self._spool = state.spool(run_id) if state is not None else None
+        if self._spool is not None:
+            pipeline.processor.on_delivered = self._settle
+            if pipeline.metrics is not None:
+                pipeline.metrics.on_delivered = self._settle
+
+    @property
+    def queued_bytes(self) -> int:
+        return self._pipeline.processor.queued_bytes
 
     @property
     def saturated(self) -> bool:
@@ -67,37 +100,67 @@ class GatewayRun:
 
     # -- receiving -------------------------------------------------------------------------------
 
-    def accept_spans(self, origin: Origin, spans: list[ReceivedSpan]) -> int:
-        """Take one resource's spans; returns how many were rejected (the run is no longer open)."""
+    def accept_spans(self, origin: Origin, spans: list[ReceivedSpan | Invalid], outcome: Outcome) -> None:
+        """Take one resource's spans, each on its own: an unreadable record span or end marker is refused and
+        counted invalid (with why) while its neighbours go on. A span id is remembered (replays of it dropped)
+        only once its record was queued or its marker noted; records that could not be queued set
+        ``outcome.retry``."""
         with self._lock:
             if self.state is not RunState.OPEN:
                 self.rejected += len(spans)
-                return len(spans)
+                outcome.reject(len(spans), self._closed_reason())
+                return
             self._tracker.touch(origin.rank, origin.world_size)
-            batches: dict[str, list[ReceivedRecord]] = {}
-            markers: list[EndMarker] = []
-            genai: list[GenAISpan] = []
+            batches: dict[str, list[tuple[bytes, ReceivedRecord]]] = {}
+            markers: list[tuple[bytes, EndMarker]] = []
+            taken: set[bytes] = set()
+            genai: list[tuple[bytes, GenAISpan]] = []
             for span in spans:
-                if span.span_id in self._seen_spans:
+                if isinstance(span, Invalid):
+                    self._refuse(span.reason, outcome)
+                    continue
+                if span.name == conv.HEARTBEAT_SPAN:
+                    continue  # liveness only: the touch above renewed the lease
+                if span.span_id in self._seen_spans or span.span_id in taken:
                     self.duplicates += 1
                     continue
-                self._seen_spans.add(span.span_id)
                 if span.genai is not None:
-                    genai.append(span.genai)
-                elif span.name in SPAN_KINDS:
-                    batches.setdefault(span.name, []).append(_received(span))
-                elif span.name == conv.RUN_END_SPAN:
-                    markers.append(EndMarker.from_attributes(origin.rank, span.attributes))
-            for name, records in batches.items():
-                self._tracker.count(origin.rank, SPAN_KINDS[name], len(records))
-                self._pipeline.processor.submit_received(name, records)
-            for marker in markers:
+                    genai.append((span.span_id, span.genai))
+                    taken.add(span.span_id)
+                    continue
+                try:
+                    if span.name in SPAN_KINDS:
+                        batches.setdefault(span.name, []).append((span.span_id, _received(span)))
+                    elif span.name == conv.RUN_END_SPAN:
+                        markers.append((span.span_id, EndMarker.from_attributes(origin.rank, span.attributes)))
+                except (ValueError, TypeError, RecursionError) as exc:
+                    self._refuse(_reason(span.name, exc), outcome)
+                    continue
+                taken.add(span.span_id)
+            self._note_world()
+            for name, entries in batches.items():
+                records = self._spooled(name, [record for _, record in entries])
+                if records is not None and self._pipeline.processor.offer(name, records):
+                    span_ids = [span_id for span_id, _ in entries]
+                    if self._state is not None:
+                        self._state.arrived(self.id, origin.rank, SPAN_KINDS[name], span_ids)
+                    self._seen_spans.update(span_ids)
+                    self._tracker.count(origin.rank, SPAN_KINDS[name], len(entries))
+                else:
+                    self._unspool(records)
+                    outcome.retry = f"run {self.id} could not queue {len(entries)} records now"
+            for span_id, marker in markers:
+                if self._state is not None:
+                    self._state.marked(self.id, span_id, marker)
+                self._seen_spans.add(span_id)
+                if marker.summary_problem is not None:
+                    self.invalid[marker.summary_problem] += 1
                 self._tracker.mark(marker)
                 _logger.info("run %s: rank %d ended %s", self.id, marker.rank, marker.status.value)
             if genai:
                 # Assembled on the reaper's tick (``due_ending``), never on the request thread.
-                self._episodes.add(origin.rank, genai)
-            return 0
+                self._seen_spans.update(span_id for span_id, _ in genai)
+                self._episodes.add(origin.rank, [view for _, view in genai])
 
     def _submit_assembled(self, assembled: list[tuple[int, dict[str, Any]]]) -> None:
         """Episodes assembled from GenAI spans join the run's records like received ones (and count as arrived)."""
@@ -105,14 +168,21 @@ class GatewayRun:
         for rank, record in assembled:
             received = ReceivedRecord(conv.EPISODE_SPAN, compact_json(record).decode("utf-8"), None, now)
             self._tracker.count(rank, EPISODES, 1)
-            self._pipeline.processor.submit_received(conv.EPISODE_SPAN, [received])
+            records = self._spooled(conv.EPISODE_SPAN, [received])
+            if records is None or not self._pipeline.processor.offer(conv.EPISODE_SPAN, records):
+                self._unspool(records)
+                self.invalid["an assembled GenAI episode found the run's queue full"] += 1
 
-    def accept_rows(self, origin: Origin, rows: list[StepRow]) -> int:
-        """Take one resource's step rows: each step's keys are merged into one row, posted again when it grows."""
+    def accept_rows(self, origin: Origin, rows: list[StepRow], invalid: list[Invalid], outcome: Outcome) -> None:
+        """Take one resource's step rows: each step's keys are merged into one row, posted again when it grows;
+        metrics that could not be read are refused and counted invalid."""
         with self._lock:
             if self.state is not RunState.OPEN:
-                self.rejected += len(rows)
-                return len(rows)
+                self.rejected += len(rows) + len(invalid)
+                outcome.reject(len(rows) + len(invalid), self._closed_reason())
+                return
+            for problem in invalid:
+                self._refuse(problem.reason, outcome)
             self._tracker.touch(origin.rank, origin.world_size)
             fresh = []
             for row in rows:
@@ -122,10 +192,15 @@ class GatewayRun:
                     continue
                 self._seen_rows.add(key)
                 fresh.append(row)
+            self._note_world()
+            if self._state is not None and fresh:
+                keys = [(row.step, row.time_ns) for row in fresh]
+                self._state.rows_arrived(self.id, origin.rank, keys, METRIC_ROWS)
             self._tracker.count(origin.rank, METRIC_ROWS, len(fresh))
             metrics = self._pipeline.metrics
             if metrics is None:
-                return 0
+                return
+            outgoing: list[dict[str, Any]] = []
             for row in fresh:
                 values: dict[str, Any] = dict(row.values)
                 if row.step is not None:
@@ -133,8 +208,87 @@ class GatewayRun:
                     merged.update(row.values)
                     values = {**merged, "step": row.step}
                 values["_timestamp"] = row.time_ns / 1e9 if row.time_ns else time.time()
-                metrics.submit(values)
+                outgoing.append(values)
+            seqs: list[int | None] = [None] * len(outgoing)
+            if self._spool is not None and outgoing:
+                logged = self._spool.append(METRIC_ROW_KIND, [compact_json(values) for values in outgoing])
+                seqs = list(logged) if logged is not None else seqs
+            for values, seq in zip(outgoing, seqs, strict=True):
+                metrics.submit(values, seq)
+
+    # -- durable state (``--state-dir``) -------------------------------------------------------------
+
+    def _note_world(self) -> None:
+        if self._state is not None:
+            world = self._tracker.world
+            if world != self._stored_world:
+                self._state.touched(self.id, *world)
+                self._stored_world = world
+
+    def _spooled(self, name: str, records: list[ReceivedRecord]) -> list[ReceivedRecord] | None:
+        """The records with their seqs in the run's spool (logged before the sender is answered); None when the
+        spool is full."""
+        if self._spool is None:
+            return records
+        wrapped = [
+            compact_json({"record": r.record_json, "samples": r.samples_json, "end": r.end_time_ns}) for r in records
+        ]
+        seqs = self._spool.append(name, wrapped)
+        if seqs is None:
+            return None
+        return [dataclasses.replace(record, seq=seq) for record, seq in zip(records, seqs, strict=True)]
+
+    def _unspool(self, records: list[ReceivedRecord] | None) -> None:
+        """Records logged but not taken (the sender retries them): never replayed from the spool."""
+        seqs = [record.seq for record in records or [] if record.seq is not None]
+        if self._spool is not None and seqs:
+            self._spool.settle(SPOOL_SINK, seqs)
+
+    def _settle(self, seqs: list[int]) -> None:
+        if self._spool is not None:
+            self._spool.settle(SPOOL_SINK, seqs)
+            # Written now, not soon: a delivered record found unsettled after a crash is delivered again.
+            self._spool.save()
+
+    def restore(self, stored: StoredRun) -> int:
+        """A restarted gateway takes the run up where it was: dedupe keys, arrivals, markers, and the records it
+        had taken but not delivered, queued again. Returns how many were queued again."""
+        self._tracker.restore(stored.world_size, stored.ranks, stored.received, stored.markers)
+        self._stored_world = self._tracker.world
+        self._seen_spans = set(stored.seen_spans)
+        self._seen_rows = set(stored.seen_rows)
+        if self._spool is None:
             return 0
+        self._spool.recover([SPOOL_SINK])
+        requeued = 0
+        while seqs := self._spool.oldest_pending(SPOOL_SINK, 256):
+            by_kind: dict[str, list[ReceivedRecord]] = {}
+            for spooled in self._spool.read(seqs):
+                if spooled.kind == METRIC_ROW_KIND:
+                    if self._pipeline.metrics is not None:
+                        self._pipeline.metrics.submit(spooled.record, spooled.seq)
+                        requeued += 1
+                    continue
+                wrapper = spooled.record
+                received = ReceivedRecord(
+                    spooled.kind, wrapper["record"], wrapper.get("samples"), int(wrapper.get("end") or 0), spooled.seq
+                )
+                by_kind.setdefault(spooled.kind, []).append(received)
+            self._spool.defer(SPOOL_SINK, seqs)  # in the queue again; settled once delivered
+            for name, records in by_kind.items():
+                self._pipeline.processor.offer(name, records)
+                requeued += len(records)
+            self._pipeline.processor.flush(None)
+            if self._pipeline.metrics is not None:
+                self._pipeline.metrics.flush(None)
+        return requeued
+
+    def _refuse(self, reason: str, outcome: Outcome) -> None:
+        self.invalid[reason] += 1
+        outcome.reject(1, f"run {self.id}: {reason}")
+
+    def _closed_reason(self) -> str:
+        return f"run {self.id} is {self.state.value} on this gateway; its data is no longer taken"
 
     # -- closing ---------------------------------------------------------------------------------
 
@@ -181,7 +335,7 @@ class GatewayRun:
             self._pipeline.metrics.close(max(0.0, deadline - time.monotonic()))
 
     def _finalize(self, status: RunStatus, ending: Ending) -> None:
-        summary = clean(ending.summary or {})
+        summary = self._with_invalid_records(clean(ending.summary or {}))
         traces = self._pipeline.traces
         if self.kind == "eval" and traces is not None:
             existing = summary.get("prime_runs")
@@ -200,6 +354,16 @@ class GatewayRun:
         except Exception as exc:
             self._note_close_failure("finalizing", exc)
 
+    def _with_invalid_records(self, summary: dict[str, Any]) -> dict[str, Any]:
+        """The summary with ``prime_runs.invalid_records`` (reason -> count) when this gateway refused any."""
+        invalid = self.invalid_reasons()
+        if invalid:
+            existing = summary.get("prime_runs")
+            block = dict(existing) if isinstance(existing, Mapping) else {}
+            block["invalid_records"] = dict(invalid)
+            summary["prime_runs"] = block
+        return summary
+
     def _note_close_failure(self, what: str, exc: Exception) -> None:
         self.finalize_error = f"{what}: {type(exc).__name__}: {exc}"
         _logger.warning("run %s: %s the run on the platform failed: %s", self.id, what, exc)
@@ -214,11 +378,18 @@ class GatewayRun:
             self.ending = ending
             self.closed_at = time.monotonic()
             self.state = RunState.CLOSED
+            if self._state is not None:
+                self._state.closed(self.id)
             self._seen_spans.clear()
             self._seen_rows.clear()
             self._step_rows.clear()
 
     # -- status ----------------------------------------------------------------------------------
+
+    def invalid_reasons(self) -> Counter[str]:
+        """Everything of this run refused as unreadable: spans and metrics on arrival, records on delivery."""
+        # dict() copies in one step, while the uploader thread may be adding a reason.
+        return Counter(dict(self.invalid)) + Counter(dict(self._pipeline.processor.invalid_reasons))
 
     def status(self) -> dict[str, Any]:
         pipeline = self._pipeline
@@ -227,6 +398,7 @@ class GatewayRun:
             *([pipeline.metrics] if pipeline.metrics is not None else []),
         ]
         ending = self.ending
+        invalid = self.invalid_reasons()
         return {
             "run_id": self.id,
             "kind": self.kind,
@@ -238,8 +410,10 @@ class GatewayRun:
             "finalize_error": self.finalize_error,
             "duplicates": self.duplicates,
             "rejected": self.rejected,
+            "foreign": self.foreign,
             "dropped": sum(uploader.dropped_records for uploader in uploaders),
-            "invalid": pipeline.processor.invalid_records,
+            "invalid": sum(invalid.values()),
+            "invalid_reasons": dict(invalid),
             "sinks": {
                 slot.name: {
                     "delivered": slot.exporter.stats.delivered,
@@ -251,6 +425,12 @@ class GatewayRun:
             },
             **self._tracker.snapshot(),
         }
+
+
+def _reason(name: str, error: BaseException) -> str:
+    if isinstance(error, ValueError) and name == conv.RUN_END_SPAN and str(error).startswith("a run.end"):
+        return str(error)
+    return f"a {name} span whose record cannot be read ({type(error).__name__})"
 
 
 def _received(span: ReceivedSpan) -> ReceivedRecord:

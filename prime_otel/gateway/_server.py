@@ -11,23 +11,30 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._config import resolve_settings, resolve_traces_opt_out
 from .._types import SinkPolicy
+from ._auth import TOKENS_ENV, Authenticator
 from ._defaults import (
     DEFAULT_DRAIN_SECONDS,
     DEFAULT_GRPC_PORT,
     DEFAULT_HTTP_PORT,
     DEFAULT_LEASE_SECONDS,
+    DEFAULT_RUN_QUEUED_BYTES,
     DEFAULT_SAMPLES_STEP_INTERVAL,
+    DEFAULT_WORKERS,
 )
 from ._grpc import start_grpc_server
 from ._http import create_app
+from ._limits import GatewayLimits
+from ._pool import DeliveryPool
 from ._registry import RunRegistry
 from ._sinks import PipelineFactory, PipelineOptions
+from ._state import GatewayState
+from ._tls import TlsFiles
 
 _logger = logging.getLogger("prime_otel.gateway")
 
@@ -47,6 +54,16 @@ class GatewayOptions:
     api_key: str | None = None
     base_url: str | None = None
     ready_file: Path | None = None
+    #: Accepted bearer tokens; empty requires ``allow_anonymous`` (``--no-auth``).
+    tokens: tuple[str, ...] = ()
+    allow_anonymous: bool = False
+    tls: TlsFiles | None = None
+    limits: GatewayLimits = field(default_factory=GatewayLimits)
+    max_run_queued_bytes: int = DEFAULT_RUN_QUEUED_BYTES
+    #: Delivery threads shared by every run.
+    workers: int = DEFAULT_WORKERS
+    #: Where run state and undelivered records survive a restart (None: in memory only).
+    state_dir: Path | None = None
 
 
 def serve(options: GatewayOptions) -> int:
@@ -58,31 +75,56 @@ def serve(options: GatewayOptions) -> int:
     if not settings.api_key:
         print("prime-otel gateway: no API key; pass --api-key or set PRIME_API_KEY", file=sys.stderr)
         return 2
+    if not options.tokens and not options.allow_anonymous:
+        print(
+            f"prime-otel gateway: no accepted tokens; pass --token-file or set {TOKENS_ENV} "
+            "(or --no-auth to take anonymous senders, for a loopback-only test setup)",
+            file=sys.stderr,
+        )
+        return 2
+    authenticator = Authenticator(options.tokens)
+    if not authenticator.required:
+        _logger.warning("authentication is off (--no-auth): any local process can write into and end any run")
     pipeline_options = PipelineOptions(
         sinks=options.sinks,
         samples_step_interval=options.samples_step_interval,
         traces_opt_out=resolve_traces_opt_out(None, file=settings.file_values),
+        max_queued_bytes=options.max_run_queued_bytes,
     )
+    pool = DeliveryPool(options.workers)
     registry = RunRegistry(
-        PipelineFactory(settings, pipeline_options),
+        PipelineFactory(settings, pipeline_options, pool),
         lease_seconds=options.lease_seconds,
         drain_seconds=options.drain_seconds,
+        limits=options.limits,
+        state=GatewayState(options.state_dir) if options.state_dir is not None else None,
     )
+    registry.restore()
     try:
         listener = _listen(options.host, options.http_port)
-        grpc_server, grpc_port = start_grpc_server(registry, options.host, options.grpc_port)
+        grpc_server, grpc_port = start_grpc_server(
+            registry, options.host, options.grpc_port, authenticator, options.tls
+        )
     except OSError as exc:
         print(f"prime-otel gateway: {exc}", file=sys.stderr)
         return 2
     registry.start()
     import uvicorn
 
+    tls = options.tls
     server = uvicorn.Server(
-        uvicorn.Config(create_app(registry), log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+        uvicorn.Config(
+            create_app(registry, authenticator=authenticator),
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=5,
+            ssl_certfile=str(tls.cert) if tls is not None else None,
+            ssl_keyfile=str(tls.key) if tls is not None else None,
+        )
     )
     http_port = listener.getsockname()[1]
     info = {
-        "http_url": f"http://{_url_host(options.host)}:{http_port}",
+        "http_url": f"{'https' if tls is not None else 'http'}://{_url_host(options.host)}:{http_port}",
         "http_port": http_port,
         "grpc_endpoint": f"{_url_host(options.host)}:{grpc_port}",
         "grpc_port": grpc_port,
@@ -99,6 +141,7 @@ def serve(options: GatewayOptions) -> int:
             signal.signal(sig, handler)
         grpc_server.stop(_STOP_GRACE_SECONDS).wait(_STOP_GRACE_SECONDS)
         registry.stop(options.drain_seconds)
+        pool.stop()
         if options.ready_file is not None:
             options.ready_file.unlink(missing_ok=True)
     return 0

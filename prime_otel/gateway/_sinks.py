@@ -20,8 +20,9 @@ from ..client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAP
 from ..exporters.eval_samples import EvalSamplesExporter
 from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSampleRowsExporter
 from ..exporters.traces import PrimeTracesExporter, upload_context
-from ..processors import TRAINING_PAUSE_SECONDS, StepMetricsUploader
+from ..processors import TRAINING_PAUSE_SECONDS, SinkSlot, StepMetricsUploader
 from ..records import RecordSpan
+from ._pool import DeliveryPool, PooledUploader
 from ._spans import DEFAULT_MAX_QUEUED_BYTES, GatewayRecordProcessor, GatewayRecordSpan
 
 _logger = logging.getLogger(__name__)
@@ -85,6 +86,47 @@ class EvalRowsSink:
         self._rows.reset_after_fork()
 
 
+class GatewayStepMetrics(PooledUploader, StepMetricsUploader):
+    """A received training run's step metrics, delivered on the gateway's pool when it has one."""
+
+    def __init__(self, slots: Sequence[SinkSlot], resource: Resource, pool: DeliveryPool | None) -> None:
+        super().__init__(slots, resource)
+        self.attach(pool)
+        #: Called with the spool seqs of each delivered batch of rows (set by a run with durable state).
+        self.on_delivered: Callable[[list[int]], None] | None = None
+
+    @property
+    def queued_records(self) -> int:
+        if self._lane is None:
+            return super().queued_records
+        return sum(len(items) for _, items in self._lane.queued())
+
+    def submit(self, row: dict[str, Any], seq: int | None = None) -> bool:
+        """Queue one step row (``seq``: its place in the run's durable spool, settled once delivered)."""
+        item = _SpooledRow(row, seq)
+        return self.push(_METRICS_KIND, [item]) if self._lane is not None else self._put(_METRICS_KIND, [item])
+
+    def _deliver(self, items: list[Any]) -> None:
+        # The run merged each step's keys already (``GatewayRun.accept_rows``): rows go out as they come, with
+        # no linger, so a delivered row is a written one before its spool entry is settled.
+        try:
+            rows = [item.row for item in items]
+            self._dispatch_to_slots(rows, self._log(_METRICS_KIND, rows))
+        finally:
+            seqs = [item.seq for item in items if item.seq is not None]
+            if seqs and self.on_delivered is not None:
+                self.on_delivered(seqs)
+
+
+@dataclass(frozen=True)
+class _SpooledRow:
+    row: dict[str, Any]
+    seq: int | None
+
+
+_METRICS_KIND = "metrics"
+
+
 @dataclass(frozen=True)
 class PipelineOptions:
     sinks: SinkPolicy = "dual"
@@ -98,7 +140,7 @@ class RunPipeline:
     """What one received run writes through: its record processor, step metrics, lifecycle and clients."""
 
     processor: GatewayRecordProcessor
-    metrics: StepMetricsUploader | None
+    metrics: GatewayStepMetrics | None
     backend: RunBackend
     traces: PrimeTracesExporter | None
     closers: list[Callable[[], None]] = field(default_factory=list)
@@ -107,9 +149,10 @@ class RunPipeline:
 class PipelineFactory:
     """Builds a received run's pipeline (no network: the run exists; the gateway attaches to it)."""
 
-    def __init__(self, settings: Settings, options: PipelineOptions) -> None:
+    def __init__(self, settings: Settings, options: PipelineOptions, pool: DeliveryPool | None = None) -> None:
         self._settings = settings
         self._options = options
+        self._pool = pool
 
     def open(self, run_id: str, kind: RunKind, resource: Resource) -> RunPipeline:
         settings, options = self._settings, self._options
@@ -147,11 +190,12 @@ class PipelineFactory:
             resource,
             max_queued_bytes=options.max_queued_bytes,
             thread_name=f"prime-otel-gateway-{run_id}",
+            pool=self._pool,
         )
         metrics = None
         if kind == "train":
             metric_slots = sink_slots(step_metric_sinks(http, run_id, kind), pause_seconds=pause, on_failure=on_failure)
-            metrics = StepMetricsUploader(metric_slots, resource)
+            metrics = GatewayStepMetrics(metric_slots, resource, self._pool)
         return RunPipeline(
             processor=processor,
             metrics=metrics,

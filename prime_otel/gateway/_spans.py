@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,11 +20,13 @@ from opentelemetry.sdk.resources import Resource
 from ..processors import RecordProcessor, SinkSlot
 from ..projection import build_samples
 from ..records import RecordSpan, is_episode, training_step
+from ._defaults import DEFAULT_RUN_QUEUED_BYTES
+from ._pool import DeliveryPool, PooledUploader
 
 _logger = logging.getLogger(__name__)
 
 #: Queued-but-undelivered record bytes above which a run answers 503 (its uploads fell behind).
-DEFAULT_MAX_QUEUED_BYTES = 256 * 1024 * 1024
+DEFAULT_MAX_QUEUED_BYTES = DEFAULT_RUN_QUEUED_BYTES
 _PUT_TIMEOUT_SECONDS = 1.0
 
 
@@ -35,6 +38,8 @@ class ReceivedRecord:
     record_json: str
     samples_json: str | None
     end_time_ns: int
+    #: Its seq in the run's durable spool (gateways with ``--state-dir``), settled once delivered.
+    seq: int | None = None
 
     @property
     def size(self) -> int:
@@ -86,9 +91,18 @@ def _parse_rows(text: str | None) -> list[dict[str, Any]]:
     return rows
 
 
-class GatewayRecordProcessor(RecordProcessor):
+def _unreadable(name: str, error: BaseException) -> str:
+    if isinstance(error, RecursionError):
+        return f"{name} record JSON nested too deeply"
+    if isinstance(error, json.JSONDecodeError):
+        return f"{name} record that is not valid JSON"
+    return f"{name} record that is not a JSON object"
+
+
+class GatewayRecordProcessor(PooledUploader, RecordProcessor):
     """A run's record processor fed by the receivers: bounded by queued bytes so a run whose uploads fell behind
-    pushes back on its senders (``saturated``) instead of growing without limit."""
+    pushes back on its senders (``saturated``) instead of growing without limit. With a ``pool`` its deliveries
+    run on the gateway's delivery threads (no thread of its own)."""
 
     def __init__(
         self,
@@ -97,48 +111,80 @@ class GatewayRecordProcessor(RecordProcessor):
         *,
         max_queued_bytes: int = DEFAULT_MAX_QUEUED_BYTES,
         thread_name: str = "prime-otel-gateway-run",
+        pool: DeliveryPool | None = None,
     ) -> None:
         super().__init__(slots, resource, put_timeout=_PUT_TIMEOUT_SECONDS, thread_name=thread_name)
-        self.invalid_records = 0
+        self.attach(pool)
+        #: Records refused on delivery because their JSON could not be read, by reason.
+        self.invalid_reasons: Counter[str] = Counter()
         self._max_queued_bytes = max_queued_bytes
+        #: Called with the spool seqs of each delivered batch (set by a run with durable state).
+        self.on_delivered: Callable[[list[int]], None] | None = None
         self._queued_bytes = 0
         self._bytes_lock = threading.Lock()
+
+    @property
+    def queued_bytes(self) -> int:
+        """Record bytes received and not yet delivered."""
+        return self._queued_bytes
 
     @property
     def saturated(self) -> bool:
         return self._queued_bytes >= self._max_queued_bytes
 
-    def submit_received(self, name: str, records: list[ReceivedRecord]) -> bool:
-        """Queue one request's records of one kind; False when they were dropped (and counted)."""
+    @property
+    def invalid_records(self) -> int:
+        return sum(self.invalid_reasons.values())
+
+    def offer(self, name: str, records: list[ReceivedRecord]) -> bool:
+        """Queue one request's records of one kind; False when the queue stayed full (or the run is closing):
+        then nothing was taken and nothing is counted lost, the sender is told to send them again."""
         size = sum(record.size for record in records)
         with self._bytes_lock:
             self._queued_bytes += size
+        if self._lane is not None:
+            queued = self.push(name, records)
+            if not queued:
+                self._release(size)
+            return queued
+        dropped_before = self.dropped_records
         queued = self._put(name, records)
         if not queued:
             self._release(size)
+            with self._lock:
+                # The uploader counted them dropped; they are refused instead (the sender retries them).
+                self.dropped_records -= self.dropped_records - dropped_before
         return queued
 
     def _release(self, size: int) -> None:
         with self._bytes_lock:
             self._queued_bytes -= size
 
-    def _when_written(self, items: list[Any]) -> Callable[[], None]:
-        """The records' bytes count against the run's bound until every sink wrote them."""
-        size = sum(received.size for received in items)
-        return lambda: self._release(size)
-
     def _deliver(self, items: list[Any]) -> None:
-        spans: list[GatewayRecordSpan] = []
-        for received in items:
-            try:
-                record = json.loads(received.record_json)
-                if not isinstance(record, dict):
-                    raise ValueError("not a JSON object")
-                spans.append(GatewayRecordSpan(received, record, self._resource))
-            except (ValueError, RecursionError) as exc:
-                self.invalid_records += 1
-                _logger.warning("a received %s span carries no valid record (%s); counted as lost", received.name, exc)
-        # Valid JSON can still be no record (a lone surrogate, no id): counted failed on every sink, with why.
-        usable = self._prepare(spans)
-        if usable:
-            self._dispatch_to_slots(usable)
+        try:
+            spans: list[GatewayRecordSpan] = []
+            for received in items:
+                try:
+                    record = json.loads(received.record_json)
+                    if not isinstance(record, dict):
+                        raise TypeError("not a JSON object")
+                    spans.append(GatewayRecordSpan(received, record, self._resource))
+                except (ValueError, TypeError, RecursionError) as exc:
+                    reason = _unreadable(received.name, exc)
+                    first = reason not in self.invalid_reasons
+                    self.invalid_reasons[reason] += 1
+                    _logger.log(
+                        logging.WARNING if first else logging.DEBUG,
+                        "a received %s span carries no valid record (%s); counted invalid",
+                        received.name,
+                        reason,
+                    )
+            # Valid JSON can still be no record (a lone surrogate, no id): counted failed on every sink, with why.
+            usable = self._prepare(spans)
+            if usable:
+                self._dispatch_to_slots(usable)
+        finally:
+            self._release(sum(received.size for received in items))
+            seqs = [received.seq for received in items if received.seq is not None]
+            if seqs and self.on_delivered is not None:
+                self.on_delivered(seqs)

@@ -40,6 +40,9 @@ class BodyLimitMiddleware:
             return
         declared = dict(scope["headers"]).get(b"content-length", b"")
         too_large = declared.isdigit() and int(declared) > limit
+        if scope["path"].startswith("/_objects/"):
+            await self._stream_object(scope, receive, send, declared, too_large, limit)
+            return
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -57,6 +60,18 @@ class BodyLimitMiddleware:
             await self._reject(scope, receive, send, limit)
             return
         await self.app(scope, replay_body(b"".join(chunks), receive), send)
+
+    async def _stream_object(
+        self, scope: Scope, receive: Receive, send: Send, declared: bytes, too_large: bool, limit: int
+    ) -> None:
+        """An object PUT is not read here: the route checks its signature before it reads a byte of the body.
+        Like object storage, a PUT needs a ``Content-Length`` (which bounds the body) within the limit."""
+        if not declared.isdigit():
+            await error_response("objects", 411, "A PUT needs a Content-Length header")(scope, receive, send)
+        elif too_large:
+            await self._reject(scope, receive, send, limit)
+        else:
+            await self.app(scope, receive, send)
 
     @staticmethod
     async def _reject(scope: Scope, receive: Receive, send: Send, limit: int) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sqlite3
 import threading
 import time
@@ -127,6 +128,7 @@ class Database:
     def __init__(self, path: Path) -> None:
         self._path = path
         self._local = threading.local()
+        _make_private(path)
         self._connection().executescript(_SCHEMA)
 
     def _connection(self) -> sqlite3.Connection:
@@ -172,6 +174,15 @@ class Database:
         return int(row[0]) - count + 1
 
 
+def _make_private(path: Path) -> None:
+    """The database holds run tokens: the file is the owner's alone (0600). SQLite creates its ``-wal`` and
+    ``-shm`` files with the database file's mode, so they follow; ones left by an earlier start are fixed too."""
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    for companion in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if companion.exists():
+            companion.chmod(0o600)
+
+
 def _finite(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
@@ -183,12 +194,22 @@ def _refuse_constant(name: str) -> Any:
     raise json.JSONDecodeError(f"{name} is not JSON", name, 0)
 
 
+#: SQLite's integers are signed 64-bit: larger ones in a query or a column are refused before they reach it.
+INT64_MAX = 2**63 - 1
+
+
 def parse_json(data: str | bytes) -> Any:
-    """Strict JSON: no ``NaN``/``Infinity``, and no number that overflows to infinity (``1e999``).
+    """Strict JSON: no ``NaN``/``Infinity``, no number that overflows to infinity (``1e999``), and no string
+    holding a lone surrogate (``"\\ud800"`` is valid JSON text but no UTF-8 column or response can hold it).
 
     Whatever is accepted can be stored and served again as standard JSON.
     """
-    return json.loads(data, parse_constant=_refuse_constant, parse_float=_finite)
+    value = json.loads(data, parse_constant=_refuse_constant, parse_float=_finite)
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise json.JSONDecodeError("a string holds a lone surrogate", "", 0) from None
+    return value
 
 
 def _finite_or_text(text: str) -> float | str:
@@ -203,6 +224,11 @@ def parse_json_leniently(data: str | bytes) -> Any:
 
 def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def storable(text: str) -> str:
+    """``text`` with lone surrogates (which no UTF-8 column or response can hold) replaced by ``?``."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def loads(text: str | None) -> Any:

@@ -85,6 +85,10 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(TracesError, _traces_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    # Input that only fails where it meets SQLite or an encoder (an integer past 64 bits, a lone surrogate in a
+    # header-decoded or form string) is the sender's error, not the server's.
+    app.add_exception_handler(OverflowError, _unstorable_input)
+    app.add_exception_handler(UnicodeEncodeError, _unstorable_input)
 
 
 async def _platform_error(request: Request, exc: Exception) -> Response:
@@ -115,6 +119,14 @@ async def _validation_error(request: Request, exc: Exception) -> Response:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, StarletteHTTPException)
     return error_response(service_for(request.url.path), exc.status_code, str(exc.detail), headers=exc.headers)
+
+
+async def _unstorable_input(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, OverflowError):
+        message = "a number in the request does not fit a 64-bit integer"
+    else:
+        message = "a string in the request is not valid UTF-8 (a lone surrogate)"
+    return error_response(service_for(request.url.path), 400, message)
 
 
 def _location(error: Mapping[str, Any]) -> str:

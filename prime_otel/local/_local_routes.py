@@ -6,9 +6,10 @@ import secrets
 from collections.abc import Mapping
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 
 from ._context import Platform
+from ._db import INT64_MAX
 from ._errors import PlatformError, StrictJSONRoute
 from ._faults import FaultRuleIn, FaultRulesIn
 from ._inspection import Outcome, PageQuery, SortOrder, summarise
@@ -16,7 +17,8 @@ from ._models import HostedRunIn, PublishEnvironmentIn
 from ._runs import NewRun, Run
 from ._settings import SettingsPatch
 
-Offset = Annotated[int, Query(ge=0)]
+Offset = Annotated[int, Query(ge=0, le=INT64_MAX)]
+Step = Annotated[int, Path(ge=-INT64_MAX, le=INT64_MAX)]
 PageLimit = Annotated[int, Query(ge=1, le=1000)]
 Sort = Annotated[SortOrder | None, Query(description="reward: lowest first; -reward: highest first; unscored last")]
 OutcomeFilter = Annotated[Outcome | None, Query(description="ok: rows without an error; error: rows with one")]
@@ -192,7 +194,7 @@ def _inspection_routes(router: APIRouter, platform: Platform) -> None:
         return platform.objects.steps(run_id)
 
     @router.get("/runs/{run_id}/steps/{step}/rows", summary="rows decoded from every confirmed object of a step")
-    def step_rows(run_id: str, step: int, offset: Offset = 0, limit: PageLimit = 50) -> dict[str, Any]:
+    def step_rows(run_id: str, step: Step, offset: Offset = 0, limit: PageLimit = 50) -> dict[str, Any]:
         views.require(run_id)
         total, items = platform.objects.step_rows(run_id, step, offset, limit)
         return {"total": total, "items": items}

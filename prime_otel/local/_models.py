@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ._db import INT64_MAX
+
 
 class _Body(BaseModel):
     # Unknown keys are tolerated like the platform does; they are not stored.
@@ -81,12 +83,12 @@ class RftMetricsIn(_Body):
 
 class PresignIn(_Body):
     run_id: str
-    step: int = Field(ge=0)
+    step: int = Field(ge=0, le=INT64_MAX)
 
 
 class ConfirmIn(_Body):
     run_id: str
-    step: int = Field(ge=0)
+    step: int = Field(ge=0, le=INT64_MAX)
     s3_key: str
 
 

@@ -23,6 +23,13 @@ from urllib.parse import quote
 from ._db import Database, now_iso
 from ._errors import PlatformError
 
+_MAX_EXPIRES_DIGITS = 12
+
+
+def _decimal(text: str) -> bool:
+    """ASCII digits only, and few enough to be a time (``"²"`` is a digit to ``str.isdigit``)."""
+    return text.isascii() and text.isdigit() and len(text) <= _MAX_EXPIRES_DIGITS
+
 
 class UrlSigner:
     def __init__(self, secret: bytes) -> None:
@@ -34,9 +41,10 @@ class UrlSigner:
 
     def check(self, method: str, key: str, expires: str | None, signature: str | None) -> None:
         """Raises 403 for a missing, forged or expired signature, like object storage does."""
-        if not expires or not signature or not expires.isdigit():
+        if not expires or not signature or not _decimal(expires) or not signature.isascii():
             raise PlatformError(403, "Missing or malformed signature")
-        if not hmac.compare_digest(self.sign(method, key, int(expires)), signature):
+        expected = self.sign(method, key.encode("utf-8", "replace").decode("utf-8"), int(expires))
+        if not hmac.compare_digest(expected.encode(), signature.encode()):
             raise PlatformError(403, "The request signature does not match")
         if int(expires) < time.time():
             raise PlatformError(403, "Request has expired")
@@ -66,11 +74,15 @@ class ObjectStore:
             row = conn.execute("SELECT run_id FROM objects WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row["run_id"])
 
-    def put(self, key: str, expires: str | None, signature: str | None, body: bytes) -> str:
-        """Stores the bytes of a presigned key; returns the ETag."""
+    def authorize_put(self, key: str, expires: str | None, signature: str | None) -> None:
+        """Raises 403 (bad signature) or 404 (no such key) before anything of the body is read."""
         self._signer.check("PUT", key, expires, signature)
         if self.run_of(key) is None:
             raise PlatformError(404, "No such key")
+
+    def put(self, key: str, expires: str | None, signature: str | None, body: bytes) -> str:
+        """Stores the bytes of a presigned key; returns the ETag."""
+        self.authorize_put(key, expires, signature)
         path = self._root / key
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(path.name + ".partial")

@@ -28,6 +28,8 @@ def objects_router(platform: Platform) -> APIRouter:
         expires: Annotated[str | None, Query()] = None,
         signature: Annotated[str | None, Query()] = None,
     ) -> Response:
+        # A forged or expired URL is refused before a byte of its body is read (object storage does the same).
+        await run_in_threadpool(platform.objects.authorize_put, key, expires, signature)
         body = await request.body()
         etag = await run_in_threadpool(platform.objects.put, key, expires, signature, body)
         run_id = await run_in_threadpool(platform.objects.run_of, key)

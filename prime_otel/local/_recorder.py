@@ -13,7 +13,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ._db import Database, dumps, loads, now_iso, parse_json_leniently
+from ._db import Database, dumps, loads, now_iso, parse_json_leniently, storable
 from ._errors import service_for
 
 CAPTURE_LIMIT = 256 * 1024
@@ -42,11 +42,12 @@ class RequestLog:
 
     def add(self, record: dict[str, Any], run_ids: list[str], route_key: str) -> None:
         with self._db.write() as conn:
-            seq = conn.execute("INSERT INTO requests (record) VALUES (?)", (dumps(record),)).lastrowid
+            # What was sent is recorded as it came, except lone surrogates (a JSON escape can carry one).
+            seq = conn.execute("INSERT INTO requests (record) VALUES (?)", (storable(dumps(record)),)).lastrowid
             assert seq is not None
             conn.executemany(
                 "INSERT INTO request_runs (request_seq, run_id, route_key) VALUES (?, ?, ?)",
-                [(seq, run_id, route_key) for run_id in dict.fromkeys(run_ids)],
+                [(seq, storable(run_id), storable(route_key)) for run_id in dict.fromkeys(run_ids)],
             )
             if seq % 500 == 0:
                 conn.execute("DELETE FROM requests WHERE seq <= ?", (seq - self._keep,))

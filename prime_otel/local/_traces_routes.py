@@ -35,6 +35,13 @@ _UPLOAD_SCHEMA = {
 Limit = Annotated[int, Query(ge=1, le=1000)]
 
 
+def _only_own_run(principal: Principal, run_ids: set[str]) -> None:
+    """A hosted run's token uploads traces for its own run only (the account key for any run)."""
+    own = principal.hosted_run_id
+    if own is not None and run_ids - {own}:
+        raise TracesError(403, "forbidden", "This token may upload traces only for its own run")
+
+
 def traces_router(platform: Platform) -> APIRouter:
     router = APIRouter(prefix="/api/v1", tags=["traces"])
     Writer = Depends(platform.auth.traces_writer)
@@ -66,6 +73,7 @@ def traces_router(platform: Platform) -> APIRouter:
             receipt = platform.traces.replay(upload.digest, upload.line_format)
             if receipt is None:
                 episodes, traces = reader.rows(upload)
+                _only_own_run(principal, {row.run_id for row in episodes} | {row.run_id for row in traces})
                 receipt = platform.traces.commit(upload, episodes, traces)
             note_runs(request.scope, *platform.traces.run_ids_of_upload(upload.digest))
             return receipt

@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -18,6 +20,7 @@ import httpx
 from prime_otel._backends import EvalBackend, RunSpec, TrainingBackend
 from prime_otel._types import EnvironmentRef, RunKind
 from prime_otel.client import EvaluationsAPI, PlatformHTTP, TrainingRunsAPI
+from prime_otel.gateway._auth import TOKENS_ENV
 from prime_otel.testing import LocalPlatform
 
 TEAM = "team_gateway"
@@ -29,8 +32,15 @@ WAIT_SECONDS = 60.0
 
 
 class Gateway:
-    def __init__(self, platform: LocalPlatform, folder: Path, *options: str) -> None:
+    """``tokens``: the accepted bearer tokens (none: ``--no-auth``), the first one used for ``/runs``; ``ca``: the
+    certificate to trust when the options turn TLS on."""
+
+    def __init__(
+        self, platform: LocalPlatform, folder: Path, *options: str, tokens: Sequence[str] = (), ca: Path | None = None
+    ) -> None:
         folder.mkdir(parents=True, exist_ok=True)
+        self.token = tokens[0] if tokens else None
+        self.verify: bool | ssl.SSLContext = ssl.create_default_context(cafile=str(ca)) if ca is not None else True
         self.folder = folder
         self.log_file = folder / "gateway.log"
         ready = folder / "ready.json"
@@ -38,6 +48,11 @@ class Gateway:
         command = [sys.executable, "-m", "prime_otel.cli", "gateway", "--http-port", "0", "--grpc-port", "0"]
         command += ["--ready-file", str(ready), *options]
         env = {**os.environ, **platform.env, "HOME": str(folder)}
+        env.pop(TOKENS_ENV, None)
+        if tokens:
+            env[TOKENS_ENV] = ",".join(tokens)
+        else:
+            command.append("--no-auth")
         for name in ("PRIME_RUN_ID", "PRIME_RUN_OWNER_PID", "PRIME_RUN_KIND", "PRIME_TRACES_OPT_OUT"):
             env.pop(name, None)
         with self.log_file.open("ab") as log:
@@ -63,8 +78,12 @@ class Gateway:
     def log(self) -> str:
         return self.log_file.read_text(errors="replace")[-6000:] if self.log_file.exists() else ""
 
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"authorization": f"Bearer {self.token}"} if self.token is not None else {}
+
     def runs(self) -> dict[str, dict[str, Any]]:
-        answer = httpx.get(f"{self.http_url}/runs", timeout=10)
+        answer = httpx.get(f"{self.http_url}/runs", timeout=10, headers=self.headers, verify=self.verify)
         answer.raise_for_status()
         return {run["run_id"]: run for run in answer.json()}
 

@@ -8,14 +8,7 @@ gateway closes that run as crashed when its lease runs out. Skipped without the 
 
 from __future__ import annotations
 
-import json
-import os
-import queue
 import signal
-import socket
-import subprocess
-import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,119 +16,28 @@ from typing import Any
 import pytest
 
 from prime_otel.testing import LocalPlatform
-from tests._collector import built_collector
+from tests.gateway._collector import agent_collector
 from tests.gateway._gateway import Gateway, wait_for
+from tests.gateway._rank_process import Rank
 
-REPO = Path(__file__).resolve().parents[2]
-AGENT_CONFIG = REPO / "collector-config" / "agent.yaml"
 FLEET_LEASE_SECONDS = 4
-LINE_SECONDS = 60.0
+FLEET_TOKEN = "fleet-token-5be1"
 
 # The setup builds the Collector when `make test` did not already (about 10 minutes from nothing on 2 cores).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-class Rank:
-    """A producer process (tests/gateway/_rank.py) and the lines it printed."""
-
-    def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.log = log
-        self._stderr = log.open("ab")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.gateway._rank"],
-            cwd=REPO,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-        )
-        self._lines: queue.Queue[tuple[str, Any]] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            key, _, value = line.strip().partition(" ")
-            if value:
-                self._lines.put((key, json.loads(value)))
-
-    def expect(self, key: str) -> Any:
-        try:
-            said, value = self._lines.get(timeout=LINE_SECONDS)
-        except queue.Empty:
-            raise AssertionError(f"no {key} line within {LINE_SECONDS:g} s:\n{self.log.read_text()[-4000:]}") from None
-        assert said == key, f"expected {key}, got {said} {value}"
-        return value
-
-    def tell(self, command: str) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(command + "\n")
-        self.process.stdin.flush()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(10)
-        self._stderr.close()
-
-
 @pytest.fixture
 def fleet(platform: LocalPlatform, tmp_path: Path) -> Iterator[tuple[list[Gateway], dict[str, str]]]:
-    """Two gateways behind one agent Collector; yields them and the producers' environment."""
-    collector_binary = built_collector()
+    """Two gateways requiring a token behind one agent Collector sending it; yields them and the producers'
+    environment."""
     options = ("--lease-seconds", str(FLEET_LEASE_SECONDS))
     with (
-        Gateway(platform, tmp_path / "gateway-1", *options) as first,
-        Gateway(platform, tmp_path / "gateway-2", *options) as second,
+        Gateway(platform, tmp_path / "gateway-1", *options, tokens=(FLEET_TOKEN,)) as first,
+        Gateway(platform, tmp_path / "gateway-2", *options, tokens=(FLEET_TOKEN,)) as second,
+        agent_collector(platform, [first, second], tmp_path, FLEET_TOKEN) as producer_env,
     ):
-        grpc_port, http_port = free_port(), free_port()
-        env = {
-            **os.environ,
-            "AGENT_OTLP_GRPC_PORT": str(grpc_port),
-            "AGENT_OTLP_HTTP_PORT": str(http_port),
-            "AGENT_METRICS_PORT": str(free_port()),
-            "GATEWAY_GRPC_ENDPOINTS": f"[127.0.0.1:{first.grpc_port}, 127.0.0.1:{second.grpc_port}]",
-        }
-        log = (tmp_path / "collector.log").open("ab")
-        collector = subprocess.Popen(
-            [str(collector_binary), f"--config={AGENT_CONFIG}"], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-        try:
-            wait_for(lambda: _accepts(grpc_port) or collector.poll() is not None, "the Collector to listen")
-            assert collector.poll() is None, (tmp_path / "collector.log").read_text()[-4000:]
-            producer_env = {
-                **os.environ,
-                **platform.env,
-                "HOME": str(tmp_path),
-                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{grpc_port}",
-                "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
-            }
-            for name in ("PRIME_RUN_ID", "PRIME_RUN_OWNER_PID", "PRIME_RUN_KIND", "RANK", "WORLD_SIZE"):
-                producer_env.pop(name, None)
-            yield [first, second], producer_env
-        finally:
-            collector.send_signal(signal.SIGTERM)
-            try:
-                collector.wait(20)
-            except subprocess.TimeoutExpired:
-                collector.kill()
-                collector.wait(10)
-            log.close()
-
-
-def _accepts(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-    except OSError:
-        return False
-    return True
+        yield [first, second], producer_env
 
 
 def start_run(env: dict[str, str], folder: Path, name: str) -> tuple[Rank, Rank, str]:

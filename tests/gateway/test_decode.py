@@ -14,13 +14,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from starlette.testclient import TestClient
 
 from prime_otel import _conventions as conv
 from prime_otel._config import resolve_settings
 from prime_otel.gateway import PipelineFactory, PipelineOptions, RunRegistry, create_app
-from prime_otel.gateway._decode import JSON, PROTOBUF, RequestError, decompress, parse_request
-from prime_otel.gateway._otlp import spans_by_resource
+from prime_otel.gateway._decode import JSON, PROTOBUF, RequestError, decompress
+from prime_otel.gateway._envelope import TRACES, Invalid, split_request
+from prime_otel.gateway._otlp import ReceivedSpan, ResourceSpans, spans_by_resource
 from tests.gateway._producer import end_marker, run_resource
 
 TRACE_ID = "5b8efff798038103d269b633813fc60c"
@@ -72,9 +74,14 @@ def _protobuf_request() -> ExportTraceServiceRequest:
     return encode_spans([end_marker(run_resource("run-pb", "eval"), episodes=2)])
 
 
+def _spans(body: bytes, kind: str) -> list[ResourceSpans]:
+    return spans_by_resource(split_request(body, kind, Span, TRACES))
+
+
 def test_protobuf_requests_decode_to_the_run_and_its_spans() -> None:
     body = _protobuf_request().SerializeToString()
-    (group,) = spans_by_resource(parse_request(ExportTraceServiceRequest, body, PROTOBUF))
+    (group,) = _spans(body, PROTOBUF)
+    assert group.origin is not None
     assert (group.origin.run_id, group.origin.kind, group.origin.rank, group.origin.world_size) == (
         "run-pb",
         "eval",
@@ -82,6 +89,7 @@ def test_protobuf_requests_decode_to_the_run_and_its_spans() -> None:
         1,
     )
     (span,) = group.spans
+    assert isinstance(span, ReceivedSpan)
     assert span.name == conv.RUN_END_SPAN
     assert span.attributes[conv.END_EPISODES] == 2
     assert len(span.span_id) == 24  # trace id + span id
@@ -89,17 +97,21 @@ def test_protobuf_requests_decode_to_the_run_and_its_spans() -> None:
 
 def test_otlp_json_ids_are_hex_and_int64_are_strings() -> None:
     """A naive proto3-JSON parse would read the hex ids as base64 (24 bytes)."""
-    request = parse_request(ExportTraceServiceRequest, json.dumps(OTLP_JSON).encode(), JSON)
-    span = request.resource_spans[0].scope_spans[0].spans[0]
+    body = json.dumps(OTLP_JSON).encode()
+    (envelope,) = split_request(body, JSON, Span, TRACES)
+    (span,) = envelope.items
+    assert isinstance(span, Span)
     assert span.trace_id == bytes.fromhex(TRACE_ID)
     assert span.span_id == bytes.fromhex(SPAN_ID)
     assert span.links[0].span_id == bytes.fromhex(SPAN_ID)
     assert span.end_time_unix_nano == 1544712661000000000
-    (group,) = spans_by_resource(request)
-    assert (group.origin.rank, group.origin.world_size) == (1, 2)
-    assert group.spans[0].attributes[conv.RUN_STEP] == 7
-    assert group.spans[0].attributes["nested"] == {"a": True}
-    assert group.spans[0].end_time_ns == 1544712661000000000
+    (group,) = _spans(body, JSON)
+    assert group.origin is not None and (group.origin.rank, group.origin.world_size) == (1, 2)
+    (received,) = group.spans
+    assert isinstance(received, ReceivedSpan)
+    assert received.attributes[conv.RUN_STEP] == 7
+    assert received.attributes["nested"] == {"a": True}
+    assert received.end_time_ns == 1544712661000000000
 
 
 @pytest.mark.parametrize(
@@ -111,7 +123,7 @@ def test_otlp_json_ids_are_hex_and_int64_are_strings() -> None:
 )
 def test_malformed_protobuf_is_a_400(body: bytes) -> None:
     with pytest.raises(RequestError) as caught:
-        parse_request(ExportTraceServiceRequest, body, PROTOBUF)
+        _spans(body, PROTOBUF)
     assert caught.value.status == 400
 
 
@@ -120,15 +132,35 @@ def test_malformed_protobuf_is_a_400(body: bytes) -> None:
     [
         b"{not json",
         b"[1, 2]",
-        json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}).encode(),
-        json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{"spanId": "abcd"}]}]}]}).encode(),
+        b"[" * 100_000 + b"]" * 100_000,
         json.dumps({"resourceSpans": "nope"}).encode(),
+        json.dumps({"resourceSpans": [{"scopeSpans": 3}]}).encode(),
     ],
 )
-def test_malformed_json_is_a_400(body: bytes) -> None:
+def test_a_malformed_json_envelope_is_a_400(body: bytes) -> None:
     with pytest.raises(RequestError) as caught:
-        parse_request(ExportTraceServiceRequest, body, JSON)
+        _spans(body, JSON)
     assert caught.value.status == 400
+
+
+@pytest.mark.parametrize(
+    ("span", "reason"),
+    [
+        ({"traceId": "zz", "spanId": SPAN_ID}, "id that is not an 8- or 16-byte hex string"),
+        ({"traceId": TRACE_ID, "spanId": "abcd"}, "id that is not an 8- or 16-byte hex string"),
+        ({"traceId": TRACE_ID, "spanId": SPAN_ID, "endTimeUnixNano": "soon"}, "invalid OTLP/JSON span"),
+        ({"traceId": TRACE_ID}, "span without a 16-byte trace id and an 8-byte span id"),
+        ("a string", "OTLP/JSON span is not an object"),
+    ],
+)
+def test_a_bad_json_span_is_invalid_alone(span: object, reason: str) -> None:
+    good = OTLP_JSON["resourceSpans"][0]["scopeSpans"][0]["spans"][0]  # type: ignore[index]
+    document = json.loads(json.dumps(OTLP_JSON))
+    document["resourceSpans"][0]["scopeSpans"][0]["spans"] = [good, span, good]
+    (group,) = _spans(json.dumps(document).encode(), JSON)
+    first, bad, last = group.spans
+    assert isinstance(first, ReceivedSpan) and isinstance(last, ReceivedSpan)
+    assert isinstance(bad, Invalid) and reason in bad.reason
 
 
 def test_gzip_and_deflate_bodies_are_inflated() -> None:

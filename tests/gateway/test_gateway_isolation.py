@@ -51,11 +51,11 @@ def test_a_deep_or_unencodable_received_record_costs_only_itself() -> None:
     deep = '{"id": "deep", "traces": [], "info": ' + "[" * 100_000 + "]" * 100_000 + "}"
     surrogate = '{"id": "surrogate", "traces": [], "note": "\\ud800"}'
     received = [_received(json.dumps(valid[0])), _received(deep), _received(surrogate), _received(json.dumps(valid[1]))]
-    assert processor.submit_received("episode", received)
+    assert processor.offer("episode", received)
     assert processor.flush(10)
 
     assert sink.written == valid
-    assert processor.invalid_records == 1
+    assert processor.invalid_reasons == {"episode record JSON nested too deeply": 1}
     assert slot.failed == 1 and slot.failure_reasons == {"invalid string (lone surrogate)": 1}
     assert not processor.saturated
     assert processor.close(5)

@@ -9,10 +9,10 @@ import subprocess
 from pathlib import Path
 from types import TracebackType
 
+from tests._collector import built_collector
 from tests.gateway._gateway import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-BINARY = REPO / "collector-config" / "dist" / "otelcol-prime"
 
 
 def free_port() -> int:
@@ -53,7 +53,10 @@ class Collector:
     def __enter__(self) -> Collector:
         with self.log.open("ab") as out:
             self._process = subprocess.Popen(
-                [str(BINARY), f"--config={self._config}"], env=self._env, stdout=out, stderr=subprocess.STDOUT
+                [str(built_collector()), f"--config={self._config}"],
+                env=self._env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
             )
         process = self._process
         wait_for(lambda: _accepts(self.grpc_port) or process.poll() is not None, "the Collector to listen")

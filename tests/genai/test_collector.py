@@ -26,12 +26,11 @@ from tests._platform import point_sdk_at
 from tests.gateway._gateway import Gateway, wait_for
 from tests.genai._agent import CONTENT_ON_SPANS, run_agent
 from tests.genai._chat import ChatServer
-from tests.genai._collector import BINARY, REPO, Collector
+from tests.genai._collector import REPO, Collector
 from tests.genai._expect import check_episode, check_sample_row
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not BINARY.exists(), reason="the Collector is not built (make collector)"),
 ]
 
 DEBUG_CONFIG = """

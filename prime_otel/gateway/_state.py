@@ -1,0 +1,227 @@
+"""The gateway's durable state under ``--state-dir``: what a restarted gateway needs to end each run with every
+record once and its true status.
+
+- ``gateway-state.sqlite3`` (WAL, mode 0600): per run its kind, sender and resource, world size and ranks,
+  arrivals per rank and kind, end markers, the span ids and step-row keys already taken (dedupe), and whether
+  it closed (late data for a closed run stays refused after a restart).
+- ``runs/<sha256 of the run id>/spool/``: the records taken but not yet delivered, in the SDK's own spool
+  (``processors.RunSpool``, one pseudo-sink ``gateway``): appended before the request is acknowledged, settled
+  once delivered, replayed after a restart.
+
+Every write happens before the sender is answered, so what a sender saw acknowledged survives a SIGKILL of the
+gateway; what it did not see is sent again and deduplicated by span id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._types import RunStatus
+from ..processors._spool import RunSpool
+from ._ending import EndMarker
+
+SPOOL_SINK = "gateway"
+_DATABASE = "gateway-state.sqlite3"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    sender TEXT NOT NULL,
+    resource TEXT NOT NULL,
+    world_size INTEGER NOT NULL DEFAULT 1,
+    ranks TEXT NOT NULL DEFAULT '[]',
+    closed INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS arrivals (
+    run_id TEXT NOT NULL,
+    rank INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (run_id, rank, kind)
+);
+CREATE TABLE IF NOT EXISTS markers (
+    run_id TEXT NOT NULL,
+    rank INTEGER NOT NULL,
+    marker TEXT NOT NULL,
+    PRIMARY KEY (run_id, rank)
+);
+CREATE TABLE IF NOT EXISTS seen_spans (
+    run_id TEXT NOT NULL,
+    span_id BLOB NOT NULL,
+    PRIMARY KEY (run_id, span_id)
+);
+CREATE TABLE IF NOT EXISTS seen_rows (
+    run_id TEXT NOT NULL,
+    rank INTEGER NOT NULL,
+    step INTEGER,
+    time_ns INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS seen_rows_run ON seen_rows (run_id);
+"""
+
+
+@dataclass
+class StoredRun:
+    run_id: str
+    kind: str
+    sender: str
+    resource: dict[str, Any]
+    world_size: int
+    ranks: list[int]
+    closed: bool
+    received: dict[int, dict[str, int]] = field(default_factory=dict)
+    markers: list[EndMarker] = field(default_factory=list)
+    seen_spans: set[bytes] = field(default_factory=set)
+    seen_rows: set[tuple[int, int | None, int]] = field(default_factory=set)
+
+
+class GatewayState:
+    """One gateway's state folder; thread-safe (one SQLite connection per thread, writes serialised)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(folder, 0o700)
+        self._path = folder / _DATABASE
+        os.close(os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600))
+        self._local = threading.local()
+        self._write_lock = threading.Lock()
+        self._connection().executescript(_SCHEMA)
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self._path, isolation_level=None, timeout=30.0, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        conn = self._connection()
+        with self._write_lock:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    # -- writes, each before the sender is answered ------------------------------------------------
+
+    def opened(self, run_id: str, kind: str, sender: str, resource: Mapping[str, Any]) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO runs (run_id, kind, sender, resource) VALUES (?, ?, ?, ?)",
+                (run_id, kind, sender, json.dumps(dict(resource), default=str)),
+            )
+
+    def touched(self, run_id: str, world_size: int, ranks: Sequence[int]) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE runs SET world_size = ?, ranks = ? WHERE run_id = ?",
+                (world_size, json.dumps(sorted(ranks)), run_id),
+            )
+
+    def arrived(self, run_id: str, rank: int, kind: str, span_ids: Sequence[bytes]) -> None:
+        with self._write() as conn:
+            conn.executemany(
+                "INSERT OR IGNORE INTO seen_spans (run_id, span_id) VALUES (?, ?)",
+                [(run_id, span_id) for span_id in span_ids],
+            )
+            conn.execute(
+                "INSERT INTO arrivals (run_id, rank, kind, count) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (run_id, rank, kind) DO UPDATE SET count = count + excluded.count",
+                (run_id, rank, kind, len(span_ids)),
+            )
+
+    def rows_arrived(self, run_id: str, rank: int, keys: Sequence[tuple[int | None, int]], kind: str) -> None:
+        with self._write() as conn:
+            conn.executemany(
+                "INSERT INTO seen_rows (run_id, rank, step, time_ns) VALUES (?, ?, ?, ?)",
+                [(run_id, rank, step, time_ns) for step, time_ns in keys],
+            )
+            conn.execute(
+                "INSERT INTO arrivals (run_id, rank, kind, count) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (run_id, rank, kind) DO UPDATE SET count = count + excluded.count",
+                (run_id, rank, kind, len(keys)),
+            )
+
+    def marked(self, run_id: str, span_id: bytes, marker: EndMarker) -> None:
+        with self._write() as conn:
+            conn.execute("INSERT OR IGNORE INTO seen_spans (run_id, span_id) VALUES (?, ?)", (run_id, span_id))
+            conn.execute(
+                "INSERT OR REPLACE INTO markers (run_id, rank, marker) VALUES (?, ?, ?)",
+                (run_id, marker.rank, json.dumps(_marker_to_dict(marker))),
+            )
+
+    def closed(self, run_id: str) -> None:
+        """The run is over: only the fact that it closed is kept."""
+        with self._write() as conn:
+            conn.execute("UPDATE runs SET closed = 1 WHERE run_id = ?", (run_id,))
+            for table in ("arrivals", "markers", "seen_spans", "seen_rows"):
+                conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
+        shutil.rmtree(self._run_folder(run_id), ignore_errors=True)
+
+    # -- the spool of records not yet delivered ----------------------------------------------------
+
+    def spool(self, run_id: str) -> RunSpool:
+        return RunSpool(self._run_folder(run_id), sinks=[SPOOL_SINK])
+
+    def _run_folder(self, run_id: str) -> Path:
+        return self.folder / "runs" / hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:32]
+
+    # -- after a restart ---------------------------------------------------------------------------
+
+    def runs(self) -> list[StoredRun]:
+        conn = self._connection()
+        stored = {
+            row[0]: StoredRun(row[0], row[1], row[2], json.loads(row[3]), row[4], json.loads(row[5]), bool(row[6]))
+            for row in conn.execute("SELECT run_id, kind, sender, resource, world_size, ranks, closed FROM runs")
+        }
+        for run_id, rank, kind, count in conn.execute("SELECT run_id, rank, kind, count FROM arrivals"):
+            stored[run_id].received.setdefault(rank, {})[kind] = count
+        for run_id, text in conn.execute("SELECT run_id, marker FROM markers"):
+            stored[run_id].markers.append(_marker_from_dict(json.loads(text)))
+        for run_id, span_id in conn.execute("SELECT run_id, span_id FROM seen_spans"):
+            stored[run_id].seen_spans.add(bytes(span_id))
+        for run_id, rank, step, time_ns in conn.execute("SELECT run_id, rank, step, time_ns FROM seen_rows"):
+            stored[run_id].seen_rows.add((rank, step, time_ns))
+        return list(stored.values())
+
+
+def _marker_to_dict(marker: EndMarker) -> dict[str, Any]:
+    return {
+        "rank": marker.rank,
+        "status": marker.status.value,
+        "error": marker.error,
+        "summary": marker.summary,
+        "counts": dict(marker.counts),
+        "owner": marker.owner,
+        "summary_problem": marker.summary_problem,
+    }
+
+
+def _marker_from_dict(data: Mapping[str, Any]) -> EndMarker:
+    return EndMarker(
+        rank=int(data["rank"]),
+        status=RunStatus(data["status"]),
+        error=data.get("error"),
+        summary=dict(data.get("summary") or {}),
+        counts={str(kind): int(count) for kind, count in dict(data.get("counts") or {}).items()},
+        owner=bool(data.get("owner")),
+        summary_problem=data.get("summary_problem"),
+    )
