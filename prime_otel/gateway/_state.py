@@ -113,12 +113,12 @@ class GatewayState:
         conn = self._connection()
         with self._write_lock:
             conn.execute("BEGIN IMMEDIATE")
+            done = False
             try:
                 yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+                done = True
+            finally:
+                conn.execute("COMMIT" if done else "ROLLBACK")
 
     # -- writes, each before the sender is answered ------------------------------------------------
 

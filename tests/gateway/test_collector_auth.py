@@ -12,9 +12,8 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from prime_otel.testing import LocalPlatform
 from tests.gateway._collector import agent_collector
-from tests.gateway._gateway import Gateway, wait_for
+from tests.gateway._gateway import Gateway, create_run, wait_for
 from tests.gateway._producer import end_marker, episode_spans, fresh_episodes, run_resource
-from tests.gateway.conftest import create_run
 
 pytestmark = [
     pytest.mark.slow,
