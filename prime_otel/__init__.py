@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from . import metrics, projection
+from . import exceptions, metrics, models, projection
+from ._logger_names import nest_under_prime_runs
 from ._types import CONFIG_SOURCE_KEY, ConfigSource, EnvironmentRef, RunKind, RunStatus, TrainingSpec
 from ._version import __version__ as __version__
 from .errors import (
@@ -22,6 +23,8 @@ from .run import Closure, DeliveryReport, Run, SinkReport, init
 
 MODE_ENV = "PRIME_RUNS_MODE"
 TRACES_OPT_OUT_ENV = "PRIME_TRACES_OPT_OUT"
+
+nest_under_prime_runs()
 
 __all__ = [
     "CONFIG_SOURCE_KEY",
@@ -47,7 +50,9 @@ __all__ = [
     "TrainingSpec",
     "TransportError",
     "UnauthorizedError",
+    "exceptions",
     "init",
     "metrics",
+    "models",
     "projection",
 ]

@@ -112,11 +112,10 @@ def resolve_mode(arg: str | None, settings: Settings, environ: Mapping[str, str]
             return "online"
         logger.warning("no API key found (set PRIME_API_KEY or run `prime login`); this run will not be tracked")
         return "disabled"
-    if not isinstance(raw, str):
-        raise ConfigurationError(f"mode must be one of {', '.join(_MODES)}, got {raw!r}")
-    mode = next((candidate for candidate in _MODES if candidate == raw.strip().lower()), None)
+    mode = next((candidate for candidate in _MODES if isinstance(raw, str) and candidate == raw.strip().lower()), None)
     if mode is None:
-        raise ConfigurationError(f"mode must be one of {', '.join(_MODES)}, got {raw!r}")
+        # 0.1.4's wording, with the mode it did not have.
+        raise ConfigurationError(f"mode={raw!r} is not one of 'online', 'offline' or 'disabled'")
     if mode == "online" and not settings.api_key:
         raise ConfigurationError(
             'mode="online" needs an API key: set PRIME_API_KEY, run `prime login`, '
@@ -145,3 +144,72 @@ def resolve_traces_opt_out(
     if isinstance(file_value, str):
         return file_value.strip().lower() in _TRUE_WORDS
     return bool(file_value)
+
+
+SINKS_ENV = "PRIME_OTEL_SINKS"
+SAMPLES_STEP_INTERVAL_ENV = "PRIME_OTEL_SAMPLES_STEP_INTERVAL"
+SPOOL_MAX_BYTES_ENV = "PRIME_OTEL_SPOOL_MAX_BYTES"
+FINISH_TIMEOUT_ENV = "PRIME_OTEL_FINISH_TIMEOUT"
+STATUS_LINE_ENV = "PRIME_OTEL_STATUS_LINE"
+
+
+def _from_environment(name: str, environ: Mapping[str, str]) -> str | None:
+    value = environ.get(name, "").strip()
+    return value or None
+
+
+def resolve_choice(
+    arg: str | None, env_name: str, choices: tuple[str, ...], default: str, environ: Mapping[str, str] = os.environ
+) -> str:
+    """Argument → ``env_name`` (one of ``choices``, any case, else ``ConfigurationError`` naming the variable) →
+    ``default``. The argument is returned as given: its caller checks it."""
+    if arg is not None:
+        return arg
+    raw = _from_environment(env_name, environ)
+    if raw is None:
+        return default
+    if raw.lower() not in choices:
+        raise ConfigurationError(f"{env_name}={raw!r} is not one of {', '.join(choices)}")
+    return raw.lower()
+
+
+def resolve_number(
+    arg: float | None, env_name: str, default: float | None, environ: Mapping[str, str] = os.environ
+) -> float | None:
+    """Argument → ``env_name`` (a number, else ``ConfigurationError`` naming the variable) → ``default``."""
+    if arg is not None:
+        return arg
+    raw = _from_environment(env_name, environ)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigurationError(f"{env_name}={raw!r} is not a number") from None
+
+
+def resolve_count(arg: int | None, env_name: str, default: int, environ: Mapping[str, str] = os.environ) -> int:
+    """Argument → ``env_name`` (a whole number, else ``ConfigurationError`` naming the variable) → ``default``."""
+    if arg is not None:
+        return arg
+    raw = _from_environment(env_name, environ)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigurationError(f"{env_name}={raw!r} is not a whole number") from None
+
+
+def resolve_flag(arg: bool | None, env_name: str, default: bool, environ: Mapping[str, str] = os.environ) -> bool:
+    """Argument → ``env_name`` (yes/no words, else ``ConfigurationError`` naming the variable) → ``default``."""
+    if arg is not None:
+        return bool(arg)
+    raw = _from_environment(env_name, environ)
+    if raw is None:
+        return default
+    if raw.lower() in _TRUE_WORDS:
+        return True
+    if raw.lower() in _FALSE_WORDS:
+        return False
+    raise ConfigurationError(f"{env_name}={raw!r} is not one of {', '.join(sorted(_TRUE_WORDS | _FALSE_WORDS))}")

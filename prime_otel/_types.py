@@ -158,12 +158,23 @@ class ConfigSource:
         return cls(text=text, format=_CONFIG_FORMATS.get(suffix, "text"), filename=os.path.basename(os.fspath(path)))
 
     @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Any]) -> ConfigSource | None:
-        text = mapping.get("text")
+    def from_mapping(cls, value: Mapping[str, Any]) -> ConfigSource | None:
+        """Rebuilt from its ``to_dict()`` form; None when ``value`` is not one."""
+        text = value.get("text")
         if not isinstance(text, str):
             return None
-        filename = mapping.get("filename")
-        return cls(text=text, format=str(mapping.get("format") or "toml"), filename=filename if filename else None)
+        filename = value.get("filename")
+        return cls(text=text, format=str(value.get("format") or "toml"), filename=str(filename) if filename else None)
+
+    @classmethod
+    def coerce(cls, value: ConfigSource | str | os.PathLike[str] | None) -> ConfigSource | None:
+        """What ``init(config=)`` makes of a config source: a ``str`` or path-like is a *path* (never inline
+        text), read by :meth:`from_file`; a ``ConfigSource`` or None is returned as it is."""
+        if value is None or isinstance(value, cls):
+            return value
+        if isinstance(value, (str, os.PathLike)):
+            return cls.from_file(value)
+        raise TypeError(f"a config source must be a path or a ConfigSource, got {type(value).__name__}")
 
     def to_dict(self) -> dict[str, str]:
         out = {"format": self.format, "text": self.text}

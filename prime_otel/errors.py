@@ -71,15 +71,15 @@ REJECTION_STATUSES = frozenset({400, 409, 413, 422})
 GATEWAY_STATUSES = frozenset({502, 503, 504})
 
 
-def is_record_rejection(error: BaseException) -> bool:
+def is_record_rejection(exc: BaseException) -> bool:
     """True when the error costs only the records of the request that caused it (the sink stays enabled): the
     platform refused them for good (400, 409, 413, 422), or they cannot be encoded. Never worth a resend."""
-    if isinstance(error, (TypeError, ValueError, TraceTooLargeError, ValidationRejectedError, LineFormatConflictError)):
+    if isinstance(exc, (TypeError, ValueError, TraceTooLargeError, ValidationRejectedError, LineFormatConflictError)):
         return True
     return (
-        isinstance(error, APIError)
-        and not isinstance(error, (RetryableAPIError, TransportError))
-        and error.status_code in REJECTION_STATUSES
+        isinstance(exc, APIError)
+        and not isinstance(exc, (RetryableAPIError, TransportError))
+        and exc.status_code in REJECTION_STATUSES
     )
 
 
@@ -97,12 +97,12 @@ def is_ambiguous(error: BaseException) -> bool:
     return True
 
 
-def is_transient(error: BaseException) -> bool:
+def is_transient(exc: BaseException) -> bool:
     """True for failures worth a strike rather than retirement: 429/5xx after retries (a plain 500 too) and
     transport errors."""
-    if isinstance(error, (RetryableAPIError, TransportError)):
+    if isinstance(exc, (RetryableAPIError, TransportError)):
         return True
-    return isinstance(error, APIError) and error.status_code is not None and error.status_code >= 500
+    return isinstance(exc, APIError) and exc.status_code is not None and exc.status_code >= 500
 
 
 def is_permanent(error: BaseException) -> bool:

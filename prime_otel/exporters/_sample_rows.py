@@ -88,10 +88,11 @@ def trace_to_sample(trace: Any, rollout_number: int = 1, episode_id: str | None 
 
 
 def episode_to_samples(
-    episode: Any, rollout_numbers: int | MutableMapping[Any, int], *, record: RecordInput | None = None
+    episode: Any, rollout_number: int | MutableMapping[Any, int], *, record: RecordInput | None = None
 ) -> list[dict[str, Any]]:
-    """v0 rows of one episode; see :func:`encode_episode_samples`."""
-    return [sample.row for sample in encode_episode_samples(episode, rollout_numbers, record=record)]
+    """v0 rows of one episode; see :func:`encode_episode_samples` (``rollout_number`` is its ``rollout_numbers``:
+    the number itself, or the per-example counter)."""
+    return [sample.row for sample in encode_episode_samples(episode, rollout_number, record=record)]
 
 
 def encode_episode_samples(
@@ -180,9 +181,17 @@ def pack_sample_requests(rows: Sequence[Mapping[str, Any] | EncodedSample]) -> l
     return requests
 
 
-def batch_samples(rows: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def batch_samples(samples: Sequence[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """The rows split the way :func:`pack_sample_requests` packs them (0.1.4's API)."""
-    return [[rows[index] for index in request.indices] for request in pack_sample_requests(rows)]
+    return [[samples[index] for index in request.indices] for request in pack_sample_requests(samples)]
+
+
+def json_bytes(value: Any) -> int:
+    """Size of ``value`` as the compact JSON a sample request carries (NaN/±inf counted as the ``null`` sent)."""
+    try:
+        return len(compact_json(value))
+    except (TypeError, ValueError):
+        return len(compact_json(nullify(value)))
 
 
 def episode_traces(episode: Any) -> Sequence[Any]:

@@ -10,13 +10,27 @@ import secrets
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from opentelemetry.sdk.trace import TracerProvider
 
 from .._assembly import sdk_record_sinks, sink_slots, step_metric_sinks
 from .._backends import EvalBackend, RunBackend, RunSpec, TrainingBackend
-from .._config import Settings, resolve_mode, resolve_settings, resolve_traces_opt_out
+from .._config import (
+    FINISH_TIMEOUT_ENV,
+    SAMPLES_STEP_INTERVAL_ENV,
+    SINKS_ENV,
+    SPOOL_MAX_BYTES_ENV,
+    STATUS_LINE_ENV,
+    Settings,
+    resolve_choice,
+    resolve_count,
+    resolve_flag,
+    resolve_mode,
+    resolve_number,
+    resolve_settings,
+    resolve_traces_opt_out,
+)
 from .._files import write_json_atomically
 from .._fork import register_for_fork_reset
 from .._sink import Sink
@@ -32,6 +46,7 @@ from ..processors import TRAINING_PAUSE_SECONDS, RecordProcessor, StepMetricsUpl
 from ..processors._spool import DEFAULT_SPOOL_MAX_BYTES, SPOOL_DIR, RunSpool
 from ..resources import RunAdvertisement, RunIdentity, detect_rank, inherited_run, run_resource
 from ._containment import ErrorNotes, OnError
+from ._offline_spans import OfflineRecordSpans
 from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run, RunParts
 
 _logger = logging.getLogger("prime_otel")
@@ -64,11 +79,12 @@ def init(
     id: str | None = None,
     training: TrainingSpec | None = None,
     traces_opt_out: bool | None = None,
-    sinks: SinkPolicy = "dual",
-    samples_step_interval: int = DEFAULT_STEP_INTERVAL,
+    sinks: SinkPolicy | None = None,
+    samples_step_interval: int | None = None,
     transport: str | None = None,
     spool: bool | None = None,
-    spool_max_bytes: int = DEFAULT_SPOOL_MAX_BYTES,
+    spool_max_bytes: int | None = None,
+    status_line: bool | None = None,
 ) -> Run:
     """Open a run on the Prime platform (or join the one this process inherited) and return its handle.
 
@@ -85,8 +101,20 @@ def init(
     ``spool`` (default on; ``PRIME_OTEL_SPOOL=0`` turns it off): records that cannot be delivered now are kept
     in ``<PRIME_RUNS_DIR>/<run id>/spool/`` (at most ``spool_max_bytes``) and replayed when the sink writes
     again, at the end of the run, or later by ``prime-otel sync <run folder>``.
+
+    ``status_line=True`` (or ``PRIME_OTEL_STATUS_LINE=1``) shows a live one-line status on an interactive
+    stderr; off by default, so it never fights the producer's own terminal UI.
+
+    An argument left out is read from its environment variable (docs/configuration.md), then defaulted:
+    ``PRIME_OTEL_SINKS``, ``PRIME_OTEL_SAMPLES_STEP_INTERVAL``, ``PRIME_OTEL_SPOOL_MAX_BYTES``,
+    ``PRIME_OTEL_FINISH_TIMEOUT``, ``PRIME_OTEL_STATUS_LINE``, and those named above.
     """
     settings = resolve_settings(api_key=api_key, team_id=team_id, base_url=base_url)
+    sinks = cast(SinkPolicy, resolve_choice(sinks, SINKS_ENV, _SINK_POLICIES, "dual"))
+    samples_step_interval = resolve_count(samples_step_interval, SAMPLES_STEP_INTERVAL_ENV, DEFAULT_STEP_INTERVAL)
+    spool_max_bytes = resolve_count(spool_max_bytes, SPOOL_MAX_BYTES_ENV, DEFAULT_SPOOL_MAX_BYTES)
+    finish_timeout = resolve_number(finish_timeout, FINISH_TIMEOUT_ENV, None)
+    status_line = resolve_flag(status_line, STATUS_LINE_ENV, False)
     if kind not in _KINDS:
         raise ConfigurationError(f"kind must be 'eval' or 'train', got {kind!r}")
     if training is not None and kind != "train":
@@ -146,6 +174,7 @@ def init(
         step_interval=samples_step_interval,
         transport=resolved_transport,
         spool_max_bytes=spool_max_bytes if _spool_enabled(spool) else None,
+        status_line=status_line,
     )
 
 
@@ -287,6 +316,9 @@ def _offline_run(
         )
     advertisement = _advertise(identity, owner)
     _logger.info("Run %s (offline): %s", identity.id, writer.folder)
+    record_spans = OfflineRecordSpans(writer)
+    provider = TracerProvider(resource=run_resource(identity), shutdown_on_exit=False)
+    provider.add_span_processor(record_spans)
     return Run(
         RunParts(
             identity=identity,
@@ -299,6 +331,8 @@ def _offline_run(
             finish_timeout=budget,
             offline=writer,
             advertisement=advertisement,
+            tracer_provider=provider,
+            record_spans=record_spans,
         )
     )
 
@@ -322,6 +356,7 @@ def _online_run(
     step_interval: int,
     transport: str,
     spool_max_bytes: int | None,
+    status_line: bool = False,
 ) -> Run:
     if not settings.api_key:
         raise ConfigurationError("online mode needs an API key: pass api_key=... or set PRIME_API_KEY")
@@ -433,5 +468,6 @@ def _online_run(
             tracer_provider=provider,
             advertisement=advertisement,
             closers=[http.close],
+            status_line=status_line,
         )
     )

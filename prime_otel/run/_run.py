@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from opentelemetry.metrics import Meter
 from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.trace import Tracer
 
 from .._backends import RunBackend
@@ -71,6 +71,10 @@ class RunParts:
     #: ``sync_folder`` at init when the run keeps a spool, otherwise only when closing was not confirmed.
     sync_document: dict[str, Any] | None = None
     sync_folder: Path | None = None
+    #: Show the live status line (online runs, interactive stderr only).
+    status_line: bool = False
+    #: Where spans ended outside the run's provider go when the run has no records processor (offline runs).
+    record_spans: SpanProcessor | None = None
 
 
 def coerce_status(status: RunStatus | str) -> RunStatus:
@@ -104,7 +108,7 @@ class Run:
         if parts.tracer_provider is not None:
             parts.tracer_provider.add_span_processor(RunLifecycleProcessor(self._close_run))
         self._status_line = StatusLine(parts.identity.id, self._progress)
-        if parts.mode == "online":
+        if parts.mode == "online" and parts.status_line:
             self._status_line.start()
         self._atexit: AtexitHook | None = None
         self._signals: SignalChain | None = None
@@ -176,8 +180,9 @@ class Run:
 
     def ingest_span(self, span: ReadableSpan) -> None:
         """Take an ``episode``/``trace`` span ended outside the run's provider (another processor's export)."""
-        if self._parts.processor is not None and not (self._finishing or self._finished):
-            self._parts.processor.on_end(span)
+        receiver = self._parts.processor or self._parts.record_spans
+        if receiver is not None and not (self._finishing or self._finished):
+            receiver.on_end(span)
 
     @property
     def _uploaders(self) -> list[Uploader]:
@@ -404,6 +409,7 @@ class Run:
         if backend is None:
             return
         summary = self._summary_for_platform()
+        self.summary.update(summary)  # the run's summary is what the platform got, ``prime_runs`` block included
         config = None if parts.attached else (self.config or None)
         self._quietly("updating the run", lambda: backend.update(self.id, config=config, summary=summary or None))
         if parts.attached and status is not RunStatus.COMPLETED:
@@ -623,7 +629,7 @@ class Run:
         return self
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> Literal[False]:
         if exc is None:
             self.finish()

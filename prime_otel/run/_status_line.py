@@ -1,18 +1,18 @@
 """A live one-line status on an interactive terminal: records sent, queued, spooled, and failures.
 
-Quiet when stderr is not a terminal (logs, CI) or with ``PRIME_OTEL_STATUS_LINE=0``.
+Opt-in (``init(status_line=True)`` or ``PRIME_OTEL_STATUS_LINE=1``; on by default for zero-code runs, where the
+producer draws nothing of its own), so it never fights a producer's terminal UI (verifiers draws a live
+dashboard). Quiet whenever stderr is not a terminal (logs, CI), even when asked for.
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-STATUS_LINE_ENV = "PRIME_OTEL_STATUS_LINE"
 _CLEAR_TO_END = "\x1b[K"
 
 
@@ -37,8 +37,6 @@ class StatusLine:
 
     @property
     def enabled(self) -> bool:
-        if os.environ.get(STATUS_LINE_ENV, "1").strip().lower() in ("0", "false", "no", "off"):
-            return False
         isatty = getattr(self._stream, "isatty", None)
         return bool(isatty and isatty())
 

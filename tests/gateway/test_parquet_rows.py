@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from prime_otel import projection
+from prime_otel.exporters import _sample_rows as sample_rows
 from prime_otel.projection import encode_samples, episodes_to_parquet_bytes, sample_rows_to_parquet_bytes
 from tests._fixtures import TRAIN_RUN_ID, episode_from_record, load_episodes, load_records
 
@@ -57,7 +57,7 @@ def test_an_oversize_episode_split_into_trace_rows_matches(monkeypatch: pytest.M
     record["run"] = load_records("train")[0]["run"]
     record["traces"][1]["info"] = {"advantage": 0.25}
     episode = episode_from_record(record)
-    monkeypatch.setattr(projection, "MAX_SAMPLES_PAYLOAD_BYTES", 4000)
+    monkeypatch.setattr(sample_rows, "MAX_SAMPLES_PAYLOAD_BYTES", 4000)
     expected = _decode(episodes_to_parquet_bytes([episode], "r", 10))
     rows = _wire_rows([episode])
     assert len(rows) == 2 and all("native_wrapper" not in (row["info"] or {}) for row in rows)

@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from prime_otel import projection
+from prime_otel.exporters import _sample_rows as sample_rows
 from prime_otel.projection import (
     build_samples,
     encode_samples,
@@ -89,7 +90,7 @@ def test_generated_oversize_records_fall_back_like_their_objects(
     generated: list[tuple[Any, dict[str, Any]]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An oversize episode record takes the same one-row-per-trace fallback, in the same cases, with the same rows."""
-    monkeypatch.setattr(projection, "MAX_SAMPLES_PAYLOAD_BYTES", TIGHT_LIMIT)
+    monkeypatch.setattr(sample_rows, "MAX_SAMPLES_PAYLOAD_BYTES", TIGHT_LIMIT)
     episodes = [episode for episode, _ in generated]
     expected = encode_samples(episodes)
     assert sum("native_wrapper" not in (sample.row["info"] or {}) for sample in expected) > 20
@@ -182,7 +183,7 @@ def test_generated_parquet_from_records_and_from_rows_equals_parquet_from_object
     """Per chunk of episodes (sample ids numbered across it): the records give the objects' table, and so do the
     records' v0 rows through :func:`sample_rows_to_parquet_bytes` (fallback rows naming their environment)."""
     if limit is not None:
-        monkeypatch.setattr(projection, "MAX_SAMPLES_PAYLOAD_BYTES", limit)
+        monkeypatch.setattr(sample_rows, "MAX_SAMPLES_PAYLOAD_BYTES", limit)
     caplog.set_level(logging.ERROR, logger="prime_otel.projection")
     compared = 0
     for chunk in _chunks(generated):

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from prime_otel import projection
+from prime_otel.exporters import _sample_rows as sample_rows
 from prime_otel.projection import episodes_to_parquet_bytes, parquet_available
 from tests._fixtures import TRAIN_RUN_ID, episode_from_record, fixture_path, load_json, load_records
 
@@ -129,7 +130,7 @@ def test_an_oversize_episode_falls_back_to_rows_per_trace(
     episode = episode_from_record(record)
     whole = _decode(episodes_to_parquet_bytes([episode], "r", 10))
     assert len(whole) == 1
-    monkeypatch.setattr(projection, "MAX_SAMPLES_PAYLOAD_BYTES", 4000)
+    monkeypatch.setattr(sample_rows, "MAX_SAMPLES_PAYLOAD_BYTES", 4000)
     with caplog.at_level(logging.WARNING, logger="prime_otel.projection"):
         rows = _decode(episodes_to_parquet_bytes([episode], "r", 10))
     assert [json.loads(row["info"]) for row in rows] == [trace.info or None for trace in episode.traces]
@@ -145,5 +146,5 @@ def test_parquet_is_available_with_pyarrow_installed() -> None:
 def test_a_row_at_the_limit_exactly_stays_whole(train_episodes: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """The Parquet path decides the fallback on the exact compact v0 size, as the v0 path does."""
     (sample,) = projection.encode_samples(train_episodes[:1])
-    monkeypatch.setattr(projection, "MAX_SAMPLES_PAYLOAD_BYTES", projection.ENVELOPE_BYTES + len(sample.data))
+    monkeypatch.setattr(sample_rows, "MAX_SAMPLES_PAYLOAD_BYTES", projection.ENVELOPE_BYTES + len(sample.data))
     assert len(_decode(episodes_to_parquet_bytes(train_episodes[:1], "r", 10))) == 1

@@ -17,6 +17,7 @@ from prime_runs.sinks.base import is_episode as released_is_episode
 from prime_runs.sinks.base import stamp_run as released_stamp_run
 
 from prime_otel import metrics, projection
+from prime_otel.exporters import _sample_rows as sample_rows
 from prime_otel.records import clean, is_episode, nullify, stamp_run
 from tests._fixtures import EVAL_RUN_ID, TRAIN_RUN_ID, Kind, episode_from_record, load_records
 
@@ -63,7 +64,7 @@ def test_rows_with_non_finite_values_match_released() -> None:
 
 
 def test_oversize_fallback_matches_released(eval_episodes: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(projection, "MAX_SAMPLES_PAYLOAD_BYTES", 4000)
+    monkeypatch.setattr(sample_rows, "MAX_SAMPLES_PAYLOAD_BYTES", 4000)
     monkeypatch.setattr(released, "MAX_SAMPLES_PAYLOAD_BYTES", 4000)
     ours = projection.build_samples(eval_episodes)
     assert len(ours) > len(eval_episodes)
@@ -74,10 +75,10 @@ def test_packing_matches_released(eval_episodes: list[Any], monkeypatch: pytest.
     rows = projection.build_samples(eval_episodes * 4)
     sizes = [len(json.dumps(row, ensure_ascii=False, separators=(",", ":")).encode()) for row in rows]
     for limit in (max(sizes) + 14, sizes[0] + sizes[1] + 15, sizes[0] + sizes[1] + 16, sum(sizes) + 100):
-        monkeypatch.setattr(projection, "MAX_SAMPLES_PAYLOAD_BYTES", limit)
+        monkeypatch.setattr(sample_rows, "MAX_SAMPLES_PAYLOAD_BYTES", limit)
         monkeypatch.setattr(released, "MAX_SAMPLES_PAYLOAD_BYTES", limit)
         assert projection.batch_samples(rows) == released.batch_samples(rows)
-    monkeypatch.setattr(projection, "MAX_SAMPLES_PAYLOAD_BYTES", max(sizes) + 13)
+    monkeypatch.setattr(sample_rows, "MAX_SAMPLES_PAYLOAD_BYTES", max(sizes) + 13)
     monkeypatch.setattr(released, "MAX_SAMPLES_PAYLOAD_BYTES", max(sizes) + 13)
     with pytest.raises(ValueError):
         released.batch_samples(rows)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from prime_otel import projection
+from prime_otel.exporters import _sample_rows as sample_rows
 from prime_otel.projection import (
     ENVELOPE_BYTES,
     MAX_SAMPLES_PAYLOAD_BYTES,
@@ -251,9 +251,9 @@ def test_an_episode_over_the_limit_falls_back_to_one_row_per_trace(caplog: pytes
 
 def test_the_fallback_uses_the_exact_compact_size(eval_episodes: list[Any], monkeypatch: pytest.MonkeyPatch) -> None:
     (sample,) = encode_samples(eval_episodes[2:])
-    monkeypatch.setattr(projection, "MAX_SAMPLES_PAYLOAD_BYTES", ENVELOPE_BYTES + len(sample.data))
+    monkeypatch.setattr(sample_rows, "MAX_SAMPLES_PAYLOAD_BYTES", ENVELOPE_BYTES + len(sample.data))
     assert [s.row["sample_id"] for s in encode_samples(eval_episodes[2:])] == [eval_episodes[2].id]
-    monkeypatch.setattr(projection, "MAX_SAMPLES_PAYLOAD_BYTES", ENVELOPE_BYTES + len(sample.data) - 1)
+    monkeypatch.setattr(sample_rows, "MAX_SAMPLES_PAYLOAD_BYTES", ENVELOPE_BYTES + len(sample.data) - 1)
     rows = build_samples(eval_episodes[2:])
     assert [row["agent"] for row in rows] == ["solver", "judge"]
 
