@@ -1,8 +1,10 @@
 """The OTLP path: records and step metrics leave the process as OpenTelemetry data for a Collector and a
 prime-otel gateway, which run the platform sinks (see ``_conventions`` for the attribute names).
 
-The record travels as a compact JSON string (cheap to encode into OTLP) together with its v0 sample rows,
-projected here because only the producer holds the objects the projection needs.
+The record travels as a compact JSON string together with its v0 sample row (``prime.sample.parts``: the row
+around the record, which is not sent twice), projected here because only the producer holds the objects the
+projection needs. With the exporters ``default_span_exporter`` builds, each record's JSON is encoded once and goes
+into the OTLP request as the bytes it is (``_otlp_wire``); any other span exporter gets ``ReadableSpan``s.
 """
 
 from __future__ import annotations
@@ -33,12 +35,23 @@ from .._sink import SinkStats
 from ..client import suppressed_instrumentation
 from ..errors import TransportError
 from ..records import RecordSpan, compact_json, is_episode
+from . import _otlp_wire as wire
 from ._base import RecordExporter
-from ._sample_rows import encode_samples
+from ._otlp_senders import EncodedSpanExporter, GrpcEncodedSpanExporter, HttpEncodedSpanExporter
+from ._sample_rows import RowParts, encode_row_parts, encode_samples
 
 _SCOPE = InstrumentationScope("prime_otel")
 _ids = RandomIdGenerator()
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_SCOPE_MESSAGE = wire.scope_message(_SCOPE.name)
+
+
+def _as_text(value: wire.WireValue) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, tuple):
+        return tuple(_as_text(item) for item in value)
+    return value
 
 
 class OtlpExportFailed(TransportError):
@@ -54,12 +67,8 @@ def _protocol() -> str:
 def default_span_exporter() -> SpanExporter:
     """The OTLP span exporter the standard ``OTEL_EXPORTER_OTLP_*`` variables describe (gRPC by default)."""
     if _protocol().startswith("http"):
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
-
-        return HttpSpanExporter()
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-
-    return OTLPSpanExporter()
+        return HttpEncodedSpanExporter()
+    return GrpcEncodedSpanExporter()
 
 
 def default_metric_exporter() -> MetricExporter:
@@ -82,29 +91,64 @@ class OtlpRecordSink(RecordExporter):
         self._exporter = exporter
         self._resource = resource
         self._rollout_numbers: dict[Any, int] = {}
+        self._resource_message: bytes | None = None
         self.sent = {conv.EPISODE_SPAN: 0, conv.TRACE_SPAN: 0}
 
     def write(self, spans: Sequence[ReadableSpan]) -> None:
-        outgoing = [self._with_record(span) for span in spans]
+        exporter = self._exporter
         with suppressed_instrumentation():
-            result = self._exporter.export(outgoing)
+            records = [span for span in spans if isinstance(span, RecordSpan)]
+            if isinstance(exporter, EncodedSpanExporter) and len(records) == len(spans):
+                result = exporter.export_encoded(self._request(records), len(spans))
+            else:
+                result = exporter.export([self._with_record(span) for span in spans])
         if result is not SpanExportResult.SUCCESS:
-            raise OtlpExportFailed(f"the OTLP exporter could not send {len(outgoing)} record spans")
-        for span in outgoing:
+            raise OtlpExportFailed(f"the OTLP exporter could not send {len(spans)} record spans")
+        for span in spans:
             self.sent[span.name] = self.sent.get(span.name, 0) + 1
-        self._count(delivered=len(outgoing), requests=1)
+        self._count(delivered=len(spans), requests=1)
+
+    def _record_attributes(self, span: RecordSpan) -> dict[str, wire.WireValue]:
+        """The span's attributes with its record's JSON and its sample row, as UTF-8 bytes."""
+        encoded = span.encoded()
+        attributes: dict[str, wire.WireValue] = dict(span.attributes or {})  # type: ignore[arg-type]
+        attributes[conv.RECORD_JSON] = encoded.plain
+        record = span.record
+        if not isinstance(record, Mapping) and is_episode(record):
+            # Training rows keep the producer's rollout numbers (the gateway renumbers only eval rows).
+            row = (
+                encode_row_parts(record, self._rollout_numbers, encoded)
+                if self._resource.attributes.get(conv.RUN_TYPE) == "eval"
+                else encode_samples([record], self._rollout_numbers, records=[encoded])
+            )
+            if isinstance(row, RowParts):
+                attributes[conv.SAMPLE_PARTS] = (row.head, row.middle, row.tail)
+            elif row:
+                attributes[conv.SAMPLES_JSON] = b"[" + b",".join(sample.data for sample in row) + b"]"
+        return attributes
+
+    def _request(self, spans: Sequence[RecordSpan]) -> bytes:
+        if self._resource_message is None:
+            self._resource_message = wire.resource_message(self._resource.attributes)
+        messages = [
+            wire.span_message(
+                wire.WireSpan(
+                    trace_id=span.context.trace_id,
+                    span_id=span.context.span_id,
+                    name=span.name,
+                    start_time_ns=span.start_time or 0,
+                    end_time_ns=span.end_time or 0,
+                    attributes=self._record_attributes(span),
+                )
+            )
+            for span in spans
+        ]
+        return wire.export_request(self._resource_message, _SCOPE_MESSAGE, messages)
 
     def _with_record(self, span: ReadableSpan) -> ReadableSpan:
         if not isinstance(span, RecordSpan):
             return span
-        encoded = span.encoded()
-        attributes = dict(span.attributes or {})
-        attributes[conv.RECORD_JSON] = encoded.plain.decode("utf-8")
-        record = span.record
-        if not isinstance(record, Mapping) and is_episode(record):
-            rows = encode_samples([record], self._rollout_numbers, records=[encoded])
-            if rows:
-                attributes[conv.SAMPLES_JSON] = (b"[" + b",".join(row.data for row in rows) + b"]").decode("utf-8")
+        attributes = {key: _as_text(value) for key, value in self._record_attributes(span).items()}
         return ReadableSpan(
             name=span.name,
             context=span.context,

@@ -3,6 +3,7 @@ platform clients behind them, under the gateway's own credentials."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -13,14 +14,14 @@ from opentelemetry.sdk.resources import Resource
 from .._assembly import record_sinks, sink_slots, step_metric_sinks
 from .._backends import EvalBackend, RunBackend, TrainingBackend
 from .._config import Settings
-from .._sink import Sink, SinkStats, SinkWriteError
+from .._sink import Sink, SinkStats
 from .._types import SinkPolicy
 from ..client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI
+from ..exporters._sample_rows import EncodedSample, encode_row
 from ..exporters.eval_samples import EvalSamplesExporter
 from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSampleRowsExporter
 from ..exporters.traces import PrimeTracesExporter, upload_context
 from ..processors import TRAINING_PAUSE_SECONDS, SinkSlot, StepMetricsUploader
-from ..records import RecordSpan
 from ._pool import DeliveryPool, PooledUploader
 from ._spans import DEFAULT_MAX_QUEUED_BYTES, GatewayRecordProcessor, GatewayRecordSpan
 
@@ -50,28 +51,38 @@ class EvalRowsSink:
     def write(self, spans: Sequence[Any]) -> None:
         if not spans or (self._write_only_when is not None and not self._write_only_when()):
             return
-        row_spans: list[RecordSpan] = []
+        samples: list[EncodedSample] = []
         without_rows = 0
-        for span in spans:
-            rows = span.sample_rows if isinstance(span, GatewayRecordSpan) else []
-            if not rows:
+        for position, span in enumerate(spans):
+            produced = self._samples(span, position) if isinstance(span, GatewayRecordSpan) else []
+            if not produced:
                 without_rows += 1
-                continue
-            self._renumber(rows)
-            row_spans.extend(RecordSpan(row, self._resource, span.end_time or 0) for row in rows)
+            samples += produced
         self.stats.skipped += without_rows
-        try:
-            self._rows.write(row_spans)
-        except SinkWriteError as exc:
-            # The inner sink counts rows; an oversize episode has several, the loss is one record.
-            raise SinkWriteError(exc.cause, min(exc.failed_records, len(spans) - without_rows)) from exc.cause
+        self._rows.write_samples(samples)
 
-    def _renumber(self, rows: list[dict[str, Any]]) -> None:
+    def _samples(self, span: GatewayRecordSpan, position: int) -> list[EncodedSample]:
+        """The span's rows renumbered, joined from the producer's row parts (the record's bytes spliced in) when it
+        sent them, else encoded from its rows."""
+        parts = span.row_parts()
+        if parts is not None:
+            joined, example_id = parts
+            return [joined.sample(self._next_number(example_id), span.encoded().plain, position)]
+        rows = span.sample_rows
+        if not rows:
+            return []
         summary = next((row for row in rows if row.get("trainable")), rows[0])
-        key = summary.get("example_id")
-        number = self._rollout_numbers[key] = self._rollout_numbers.get(key, 0) + 1
+        number = self._next_number(summary.get("example_id"))
+        samples = []
         for row in rows:
             row["rollout_number"] = number
+            samples.append(EncodedSample(*encode_row(row), position))
+        return samples
+
+    def _next_number(self, example_id: Any) -> int:
+        key = _hashable(example_id)
+        number = self._rollout_numbers[key] = self._rollout_numbers.get(key, 0) + 1
+        return number
 
     def flush(self) -> None:
         self._rows.flush()
@@ -101,6 +112,15 @@ class GatewayStepMetrics(PooledUploader, StepMetricsUploader):
 
 
 _METRICS_KIND = "metrics"
+
+
+def _hashable(value: Any) -> Any:
+    """An example id as a dictionary key (an id that is a JSON list or object, by its JSON)."""
+    try:
+        hash(value)
+    except TypeError:
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,10 @@ from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 
+from ..exporters._sample_rows import RowParts
 from ..processors import RecordProcessor, SinkSlot
 from ..projection import build_samples
-from ..records import RecordSpan, is_episode
+from ..records import EncodedRecord, RecordSpan, decode_received, is_episode
 from ._defaults import DEFAULT_RUN_QUEUED_BYTES
 from ._pool import DeliveryPool, PooledUploader
 
@@ -38,26 +39,64 @@ class ReceivedRecord:
     record_json: str
     samples_json: str | None
     end_time_ns: int
+    #: ``prime.sample.parts``: the episode's one v0 row around its rollout number and its record.
+    sample_parts: tuple[str, str, str] | None = None
 
     @property
     def size(self) -> int:
-        return len(self.record_json) + len(self.samples_json or "")
+        parts = sum(len(part) for part in self.sample_parts) if self.sample_parts is not None else 0
+        return len(self.record_json) + len(self.samples_json or "") + parts
+
+
+def sample_parts(value: Any) -> tuple[str, str, str] | None:
+    """A ``prime.sample.parts`` attribute as received: three strings, else None (then no row was sent)."""
+    if isinstance(value, list) and len(value) == 3 and all(isinstance(part, str) for part in value):
+        return value[0], value[1], value[2]
+    return None
 
 
 class GatewayRecordSpan(RecordSpan):
     """A ``RecordSpan`` over a received record mapping, with the producer's v0 rows for the legacy tables."""
 
-    def __init__(self, received: ReceivedRecord, record: Mapping[str, Any], resource: Resource) -> None:
+    def __init__(
+        self,
+        received: ReceivedRecord,
+        record: Mapping[str, Any],
+        resource: Resource,
+        encoded: EncodedRecord | None = None,
+    ) -> None:
+        """``encoded``: the record's encoding cut from the JSON it arrived as (else it is encoded on first use)."""
         super().__init__(record, resource, received.end_time_ns)
+        self._encoded = encoded
         self._samples_json = received.samples_json
+        self._parts = received.sample_parts
         self._rows: list[dict[str, Any]] | None = None
+
+    def row_parts(self) -> tuple[RowParts, Any] | None:
+        """The producer's one row as ``RowParts`` and its ``example_id`` (the rollout numbering's key), without
+        decoding the row; None when it sent none, or parts whose head is not the start of a row."""
+        if self._parts is None:
+            return None
+        head, middle, tail = (part.encode("utf-8") for part in self._parts)
+        try:
+            start = json.loads(head + b"0}")
+        except (ValueError, RecursionError):
+            start = None
+        if not isinstance(start, dict) or "example_id" not in start:
+            _logger.warning("a record's sample row parts do not start a row; it reaches the record sinks only")
+            self._parts = None
+            return None
+        return RowParts(head, middle, tail), start["example_id"]
 
     @property
     def sample_rows(self) -> list[dict[str, Any]]:
         """The record's v0 rows as the producer projected them, else projected here from the record; [] for bare
         traces."""
         if self._rows is None:
-            if self._samples_json is not None:
+            parts = self.row_parts()
+            if parts is not None:
+                self._rows = [parts[0].sample(1, self.encoded().plain, 0).row]
+            elif self._samples_json is not None:
                 self._rows = _parse_rows(self._samples_json)
             elif is_episode(self.record):
                 self._rows = build_samples([self.record])
@@ -166,10 +205,8 @@ class GatewayRecordProcessor(PooledUploader, RecordProcessor):
             spans: list[GatewayRecordSpan] = []
             for received in items:
                 try:
-                    record = json.loads(received.record_json)
-                    if not isinstance(record, dict):
-                        raise TypeError("not a JSON object")
-                    spans.append(GatewayRecordSpan(received, record, self._resource))
+                    record, encoded = decode_received(received.record_json)
+                    spans.append(GatewayRecordSpan(received, record, self._resource, encoded))
                 except (ValueError, TypeError, RecursionError) as exc:
                     reason = _unreadable(received.name, exc)
                     first = reason not in self.invalid_reasons

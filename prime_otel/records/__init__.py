@@ -22,6 +22,7 @@ from ._encoding import (
 )
 from ._metric_values import MAX_STEP, metric_row
 from ._models import encode_record
+from ._received import decode_received
 from ._spans import (
     RECORD_SPAN_NAMES,
     PlainRecordSpan,
@@ -45,6 +46,7 @@ __all__ = [
     "child_summary",
     "clean",
     "compact_json",
+    "decode_received",
     "encode_record",
     "is_episode",
     "loggable",
