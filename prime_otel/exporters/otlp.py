@@ -99,7 +99,7 @@ class OtlpRecordSink(RecordExporter):
         with suppressed_instrumentation():
             records = [span for span in spans if isinstance(span, RecordSpan)]
             if isinstance(exporter, EncodedSpanExporter) and len(records) == len(spans):
-                result = exporter.export_encoded(self._request(records), len(spans))
+                result = exporter.export_encoded(self.encode_request(records), len(spans))
             else:
                 result = exporter.export([self._with_record(span) for span in spans])
         if result is not SpanExportResult.SUCCESS:
@@ -127,7 +127,8 @@ class OtlpRecordSink(RecordExporter):
                 attributes[conv.SAMPLES_JSON] = b"[" + b",".join(sample.data for sample in row) + b"]"
         return attributes
 
-    def _request(self, spans: Sequence[RecordSpan]) -> bytes:
+    def encode_request(self, spans: Sequence[RecordSpan]) -> bytes:
+        """The OTLP ``ExportTraceServiceRequest`` this sink sends for ``spans`` (numbering their rollouts)."""
         if self._resource_message is None:
             self._resource_message = wire.resource_message(self._resource.attributes)
         messages = [

@@ -74,7 +74,8 @@ class GatewayRecordSpan(RecordSpan):
 
     def row_parts(self) -> tuple[RowParts, Any] | None:
         """The producer's one row as ``RowParts`` and its ``example_id`` (the rollout numbering's key), without
-        decoding the row; None when it sent none, or parts whose head is not the start of a row."""
+        decoding the row; None when it sent none, or parts whose head is not the start of a row (then
+        ``sample_rows`` projects the row from the record)."""
         if self._parts is None:
             return None
         head, middle, tail = (part.encode("utf-8") for part in self._parts)
@@ -83,7 +84,7 @@ class GatewayRecordSpan(RecordSpan):
         except (ValueError, RecursionError):
             start = None
         if not isinstance(start, dict) or "example_id" not in start:
-            _logger.warning("a record's sample row parts do not start a row; it reaches the record sinks only")
+            _logger.warning("a record's sample row parts do not start a row; its row is projected here from the record")
             self._parts = None
             return None
         return RowParts(head, middle, tail), start["example_id"]
