@@ -16,6 +16,7 @@ from ._encoding import RUN_KEY, TRACES_KEY, EncodedMember, EncodedRecord, compac
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 _NULL = compact_json(None)
+_SPACE = frozenset(" \t\n\r")
 
 
 class _LeftToEncoder(Exception):
@@ -85,7 +86,7 @@ def _cut(text: str) -> tuple[dict[str, Any], EncodedRecord]:
 
 def _members(text: str, position: int) -> tuple[list[_Member], int]:
     """The members of the object at ``text[position]`` and where it ends; a ``traces`` list's value is
-    ``(list, [EncodedMember, ...])``."""
+    ``(list, [EncodedMember, ...])``. Compact JSON (no whitespace) takes the short way at every step."""
     members: list[_Member] = []
     position = _skip(text, position + 1)
     if text.startswith("}", position):
@@ -95,9 +96,10 @@ def _members(text: str, position: int) -> tuple[list[_Member], int]:
             raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, position)
         key_start = position
         key, position = _scan_string(text, position + 1)
-        position = _skip(text, position)
         if not text.startswith(":", position):
-            raise json.JSONDecodeError("Expecting ':' delimiter", text, position)
+            position = _skip(text, position)
+            if not text.startswith(":", position):
+                raise json.JSONDecodeError("Expecting ':' delimiter", text, position)
         value_start = position = _skip(text, position + 1)
         value: Any
         if key == TRACES_KEY and text.startswith("[", position):
@@ -105,6 +107,9 @@ def _members(text: str, position: int) -> tuple[list[_Member], int]:
         else:
             value, position = _value(text, position)
         members.append((key, key_start, value_start, position, value))
+        if text.startswith(",", position):
+            position = _skip(text, position + 1)
+            continue
         position = _skip(text, position)
         if text.startswith("}", position):
             return members, position + 1
@@ -130,6 +135,9 @@ def _traces(text: str, position: int) -> tuple[tuple[list[Any], list[EncodedMemb
         else:
             encoded.append(EncodedMember(value))
         values.append(value)
+        if text.startswith(",", position):
+            position = _skip(text, position + 1)
+            continue
         position = _skip(text, position)
         if text.startswith("]", position):
             return (values, encoded), position + 1
@@ -147,5 +155,7 @@ def _value(text: str, position: int) -> tuple[Any, int]:
 
 
 def _skip(text: str, position: int) -> int:
+    if text[position : position + 1] not in _SPACE:
+        return position
     match = _WHITESPACE.match(text, position)
     return match.end() if match else position
