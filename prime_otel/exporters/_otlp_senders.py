@@ -1,12 +1,13 @@
 """The SDK's OTLP span exporters (gRPC and HTTP, configured by the standard ``OTEL_EXPORTER_OTLP_*`` variables,
 with their retries, TLS, headers and compression) taught to send a request that is already encoded
-(``export_encoded``), so record spans skip the SDK's generic encoding. Every other span goes the SDK's way.
+(``export_encoded(body, spans)``: one encoded ``ExportTraceServiceRequest`` holding ``spans`` spans), so record
+spans skip the SDK's generic encoding. Every other span goes the SDK's way.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
@@ -15,12 +16,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 _EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-
-
-@runtime_checkable
-class EncodedSpanExporter(Protocol):
-    def export_encoded(self, body: bytes, spans: int) -> SpanExportResult:
-        """Send one encoded ``ExportTraceServiceRequest`` holding ``spans`` spans."""
 
 
 class _EncodedRequest:

@@ -6,7 +6,6 @@ Public through :mod:`prime_otel.projection`, whose docstring lists where the out
 
 from __future__ import annotations
 
-import json
 import logging
 import secrets
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
@@ -31,8 +30,6 @@ _BODY_CLOSE = b"]}"
 # no producer value can equal it, and it never leaves this module.
 _WRAPPER_TOKEN = f"prime-otel/native-wrapper/{secrets.token_hex(16)}"
 _WRAPPER_TOKEN_JSON = compact_json(_WRAPPER_TOKEN)
-_NUMBER_TOKEN = f"prime-otel/rollout-number/{secrets.token_hex(16)}"
-_NUMBER_TOKEN_JSON = compact_json(_NUMBER_TOKEN)
 
 
 class EncodedSample:
@@ -127,55 +124,6 @@ def encode_episode_samples(
     if fits_one_row(len(data)):
         return [EncodedSample(row, data, source, encoded)]
     return [EncodedSample(*encode_row(row), source) for row in per_trace_rows(episode, number)]
-
-
-@dataclass(frozen=True)
-class RowParts:
-    """An episode's one v0 row, encoded around its rollout number and its ``native_wrapper`` (the record's JSON):
-    the row is ``head + number + middle + record + tail``, so whoever numbers the rollouts (the gateway, across a
-    run's ranks) joins bytes instead of encoding the row again."""
-
-    head: bytes
-    middle: bytes
-    tail: bytes
-
-    def sample(self, rollout_number: int, record: bytes, source: int) -> EncodedSample:
-        """The row numbered ``rollout_number`` around ``record`` (its JSON), as a sample of input ``source``."""
-        data = b"".join((self.head, str(rollout_number).encode(), self.middle, record, self.tail))
-        return JoinedSample({}, data, source)
-
-
-class JoinedSample(EncodedSample):
-    """A sample joined from :class:`RowParts`: its row is decoded only when read (a read-back after an ambiguous
-    failure)."""
-
-    __slots__ = ()
-
-    @property
-    def row(self) -> dict[str, Any]:
-        if not self._row:
-            self._row = json.loads(self.data)
-        return self._row
-
-
-def encode_row_parts(
-    episode: Any, rollout_numbers: MutableMapping[Any, int], record: EncodedRecord
-) -> RowParts | list[EncodedSample]:
-    """:func:`encode_episode_samples` for one episode as :class:`RowParts`; an episode without traces (no rows) or
-    too large for one row (one row per trace) gives its rows as :func:`encode_episode_samples` does."""
-    traces = episode_traces(episode)
-    if not traces:
-        return []
-    index = summary_trace_index(episode)
-    number = next_rollout_number(rollout_numbers, traces[index])
-    row = episode_row(episode, index, number, _WRAPPER_TOKEN)
-    row["rollout_number"] = _NUMBER_TOKEN  # the key keeps its place
-    _, data = encode_row(row)
-    before, tail = data.split(_WRAPPER_TOKEN_JSON, 1)
-    head, middle = before.split(_NUMBER_TOKEN_JSON, 1)
-    if fits_one_row(len(data) - len(_WRAPPER_TOKEN_JSON) + len(record.plain)):
-        return RowParts(head, middle, tail)
-    return [EncodedSample(*encode_row(row), 0) for row in per_trace_rows(episode, number)]
 
 
 def build_samples(

@@ -1,10 +1,11 @@
 """The OTLP path: records and step metrics leave the process as OpenTelemetry data for a Collector and a
 prime-otel gateway, which run the platform sinks (see ``_conventions`` for the attribute names).
 
-The record travels as a compact JSON string together with its v0 sample row (``prime.sample.parts``: the row
-around the record, which is not sent twice), projected here because only the producer holds the objects the
-projection needs. With the exporters ``default_span_exporter`` builds, each record's JSON is encoded once and goes
-into the OTLP request as the bytes it is (``_otlp_wire``); any other span exporter gets ``ReadableSpan``s.
+The record travels as a compact JSON string, encoded once: an eval run's v0 sample rows are projected by the
+gateway from the record (the same rows; the projection was the producer's second encoding of the same content),
+a training run's travel with it (projected here, with this process's rollout numbers). With the exporters
+``default_span_exporter`` builds, the record's JSON goes into the OTLP request as the bytes it is
+(``_otlp_wire``); any other span exporter gets ``ReadableSpan``s.
 """
 
 from __future__ import annotations
@@ -37,8 +38,7 @@ from ..errors import TransportError
 from ..records import RecordSpan, compact_json, is_episode
 from . import _otlp_wire as wire
 from ._base import RecordExporter
-from ._otlp_senders import EncodedSpanExporter, GrpcEncodedSpanExporter, HttpEncodedSpanExporter
-from ._sample_rows import RowParts, encode_row_parts, encode_samples
+from ._sample_rows import encode_samples
 
 _SCOPE = InstrumentationScope("prime_otel")
 _ids = RandomIdGenerator()
@@ -66,8 +66,13 @@ def _protocol() -> str:
 
 def default_span_exporter() -> SpanExporter:
     """The OTLP span exporter the standard ``OTEL_EXPORTER_OTLP_*`` variables describe (gRPC by default)."""
+    # Imported here: gRPC and the HTTP exporter load only for a run that uses the OTLP path.
     if _protocol().startswith("http"):
+        from ._otlp_senders import HttpEncodedSpanExporter
+
         return HttpEncodedSpanExporter()
+    from ._otlp_senders import GrpcEncodedSpanExporter
+
     return GrpcEncodedSpanExporter()
 
 
@@ -92,14 +97,16 @@ class OtlpRecordSink(RecordExporter):
         self._resource = resource
         self._rollout_numbers: dict[Any, int] = {}
         self._resource_message: bytes | None = None
+        self._kind = resource.attributes.get(conv.RUN_TYPE)
         self.sent = {conv.EPISODE_SPAN: 0, conv.TRACE_SPAN: 0}
 
     def write(self, spans: Sequence[ReadableSpan]) -> None:
         exporter = self._exporter
         with suppressed_instrumentation():
             records = [span for span in spans if isinstance(span, RecordSpan)]
-            if isinstance(exporter, EncodedSpanExporter) and len(records) == len(spans):
-                result = exporter.export_encoded(self.encode_request(records), len(spans))
+            export_encoded = getattr(exporter, "export_encoded", None)  # the exporters default_span_exporter builds
+            if export_encoded is not None and len(records) == len(spans):
+                result = export_encoded(self.encode_request(records), len(spans))
             else:
                 result = exporter.export([self._with_record(span) for span in spans])
         if result is not SpanExportResult.SUCCESS:
@@ -109,22 +116,17 @@ class OtlpRecordSink(RecordExporter):
         self._count(delivered=len(spans), requests=1)
 
     def _record_attributes(self, span: RecordSpan) -> dict[str, wire.WireValue]:
-        """The span's attributes with its record's JSON and its sample row, as UTF-8 bytes."""
+        """The span's attributes with its record's JSON (and a training episode's rows), as UTF-8 bytes."""
         encoded = span.encoded()
         attributes: dict[str, wire.WireValue] = dict(span.attributes or {})  # type: ignore[arg-type]
         attributes[conv.RECORD_JSON] = encoded.plain
         record = span.record
-        if not isinstance(record, Mapping) and is_episode(record):
-            # Training rows keep the producer's rollout numbers (the gateway renumbers only eval rows).
-            row = (
-                encode_row_parts(record, self._rollout_numbers, encoded)
-                if self._resource.attributes.get(conv.RUN_TYPE) == "eval"
-                else encode_samples([record], self._rollout_numbers, records=[encoded])
-            )
-            if isinstance(row, RowParts):
-                attributes[conv.SAMPLE_PARTS] = (row.head, row.middle, row.tail)
-            elif row:
-                attributes[conv.SAMPLES_JSON] = b"[" + b",".join(sample.data for sample in row) + b"]"
+        # An eval run's rows are projected by the gateway from the record (they hold nothing else); a training
+        # run's keep the producer's rollout numbers, so they travel with the record.
+        if self._kind == "train" and not isinstance(record, Mapping) and is_episode(record):
+            rows = encode_samples([record], self._rollout_numbers, records=[encoded])
+            if rows:
+                attributes[conv.SAMPLES_JSON] = b"[" + b",".join(row.data for row in rows) + b"]"
         return attributes
 
     def encode_request(self, spans: Sequence[RecordSpan]) -> bytes:

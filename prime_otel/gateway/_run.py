@@ -21,7 +21,7 @@ from ._envelope import Invalid
 from ._otlp import Origin, ReceivedSpan, StepRow
 from ._outcome import Outcome
 from ._sinks import RunPipeline
-from ._spans import ReceivedRecord, sample_parts
+from ._spans import ReceivedRecord
 
 _logger = logging.getLogger(__name__)
 
@@ -306,5 +306,4 @@ def _received(span: ReceivedSpan) -> ReceivedRecord:
         record_json=record,
         samples_json=samples if isinstance(samples, str) else None,
         end_time_ns=span.end_time_ns,
-        sample_parts=sample_parts(span.attributes.get(conv.SAMPLE_PARTS)),
     )

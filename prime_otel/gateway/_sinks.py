@@ -17,11 +17,12 @@ from .._config import Settings
 from .._sink import Sink, SinkStats
 from .._types import SinkPolicy
 from ..client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI
-from ..exporters._sample_rows import EncodedSample, encode_row
+from ..exporters._sample_rows import EncodedSample, encode_episode_samples, encode_row
 from ..exporters.eval_samples import EvalSamplesExporter
 from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSampleRowsExporter
 from ..exporters.traces import PrimeTracesExporter, upload_context
 from ..processors import TRAINING_PAUSE_SECONDS, SinkSlot, StepMetricsUploader
+from ..records import is_episode
 from ._pool import DeliveryPool, PooledUploader
 from ._spans import DEFAULT_MAX_QUEUED_BYTES, GatewayRecordProcessor, GatewayRecordSpan
 
@@ -42,7 +43,9 @@ class EvalRowsSink:
         self._rows = rows
         self._resource = resource
         self._write_only_when = write_only_when
-        self._rollout_numbers: dict[Any, int] = {}
+        # Rollouts per example (task.data.idx) across the run's ranks.
+        self._numbers: _Numbers = _Numbers()
+        self._warned = False
 
     @property
     def quiet_off_reason(self) -> str | None:
@@ -62,12 +65,22 @@ class EvalRowsSink:
         self._rows.write_samples(samples)
 
     def _samples(self, span: GatewayRecordSpan, position: int) -> list[EncodedSample]:
-        """The span's rows renumbered, joined from the producer's row parts (the record's bytes spliced in) when it
-        sent them, else encoded from its rows."""
-        parts = span.row_parts()
-        if parts is not None:
-            joined, example_id = parts
-            return [joined.sample(self._next_number(example_id), span.encoded().plain, position)]
+        """The span's rows renumbered: projected here from the record, its bytes spliced in as the row's
+        ``native_wrapper`` (an eval producer sends no rows), else encoded from the rows the producer sent."""
+        if not span.has_rows:
+            if not is_episode(span.record):
+                return []
+            try:
+                return encode_episode_samples(span.record, self._numbers, record=span.encoded(), source=position)
+            except _PROJECTION_ERRORS as exc:
+                _logger.log(
+                    logging.DEBUG if self._warned else logging.WARNING,
+                    "an episode's row cannot be projected from its record (%s); it reaches the record sinks only",
+                    type(exc).__name__,
+                )
+                self._warned = True
+                self.stats.skipped += 1
+                return []
         rows = span.sample_rows
         if not rows:
             return []
@@ -81,7 +94,7 @@ class EvalRowsSink:
 
     def _next_number(self, example_id: Any) -> int:
         key = _hashable(example_id)
-        number = self._rollout_numbers[key] = self._rollout_numbers.get(key, 0) + 1
+        number = self._numbers[key] = self._numbers.get(key, 0) + 1
         return number
 
     def flush(self) -> None:
@@ -112,6 +125,23 @@ class GatewayStepMetrics(PooledUploader, StepMetricsUploader):
 
 
 _METRICS_KIND = "metrics"
+
+
+# What projecting a received record (valid JSON, any shape) may raise.
+_PROJECTION_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError)
+
+
+class _Numbers(dict[Any, int]):
+    """Rollout counters keyed by example id; an id that cannot be a key (a JSON list or object) by its JSON."""
+
+    def __getitem__(self, key: Any) -> int:
+        return super().__getitem__(_hashable(key))
+
+    def __setitem__(self, key: Any, value: int) -> None:
+        super().__setitem__(_hashable(key), value)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return super().get(_hashable(key), default)
 
 
 def _hashable(value: Any) -> Any:

@@ -17,7 +17,6 @@ from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 
-from ..exporters._sample_rows import RowParts
 from ..processors import RecordProcessor, SinkSlot
 from ..projection import build_samples
 from ..records import EncodedRecord, RecordSpan, decode_received, is_episode
@@ -39,20 +38,10 @@ class ReceivedRecord:
     record_json: str
     samples_json: str | None
     end_time_ns: int
-    #: ``prime.sample.parts``: the episode's one v0 row around its rollout number and its record.
-    sample_parts: tuple[str, str, str] | None = None
 
     @property
     def size(self) -> int:
-        parts = sum(len(part) for part in self.sample_parts) if self.sample_parts is not None else 0
-        return len(self.record_json) + len(self.samples_json or "") + parts
-
-
-def sample_parts(value: Any) -> tuple[str, str, str] | None:
-    """A ``prime.sample.parts`` attribute as received: three strings, else None (then no row was sent)."""
-    if isinstance(value, list) and len(value) == 3 and all(isinstance(part, str) for part in value):
-        return value[0], value[1], value[2]
-    return None
+        return len(self.record_json) + len(self.samples_json or "")
 
 
 class GatewayRecordSpan(RecordSpan):
@@ -69,35 +58,19 @@ class GatewayRecordSpan(RecordSpan):
         super().__init__(record, resource, received.end_time_ns)
         self._encoded = encoded
         self._samples_json = received.samples_json
-        self._parts = received.sample_parts
         self._rows: list[dict[str, Any]] | None = None
 
-    def row_parts(self) -> tuple[RowParts, Any] | None:
-        """The producer's one row as ``RowParts`` and its ``example_id`` (the rollout numbering's key), without
-        decoding the row; None when it sent none, or parts whose head is not the start of a row (then
-        ``sample_rows`` projects the row from the record)."""
-        if self._parts is None:
-            return None
-        head, middle, tail = (part.encode("utf-8") for part in self._parts)
-        try:
-            start = json.loads(head + b"0}")
-        except (ValueError, RecursionError):
-            start = None
-        if not isinstance(start, dict) or "example_id" not in start:
-            _logger.warning("a record's sample row parts do not start a row; its row is projected here from the record")
-            self._parts = None
-            return None
-        return RowParts(head, middle, tail), start["example_id"]
+    @property
+    def has_rows(self) -> bool:
+        """The producer sent the record's v0 rows (else an episode's are projected here from the record)."""
+        return self._samples_json is not None
 
     @property
     def sample_rows(self) -> list[dict[str, Any]]:
         """The record's v0 rows as the producer projected them, else projected here from the record; [] for bare
         traces."""
         if self._rows is None:
-            parts = self.row_parts()
-            if parts is not None:
-                self._rows = [parts[0].sample(1, self.encoded().plain, 0).row]
-            elif self._samples_json is not None:
+            if self._samples_json is not None:
                 self._rows = _parse_rows(self._samples_json)
             elif is_episode(self.record):
                 self._rows = build_samples([self.record])

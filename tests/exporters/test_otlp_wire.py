@@ -1,5 +1,5 @@
 """The producer's own OTLP encoding of record spans: a standard ``ExportTraceServiceRequest`` that protobuf reads
-as the SDK's encoder would have written it, with the record once and its sample row around it."""
+as the SDK's encoder would have written it, with the record's JSON once."""
 
 from __future__ import annotations
 
@@ -38,16 +38,19 @@ def test_the_encoded_request_reads_as_the_sdk_encoding_of_the_same_spans() -> No
         assert got == expected
 
 
-def test_the_record_travels_once_and_the_row_is_joined_around_it() -> None:
-    """The row rebuilt from ``prime.sample.parts`` and ``prime.record.json`` is the in-process projection's row."""
+def test_an_eval_record_travels_once_and_a_training_one_with_its_rows() -> None:
+    """An eval span holds the record's JSON and nothing derived from it (the gateway projects the rows); a
+    training span also holds its rows, numbered by this process."""
     spans = _spans()
     request = ExportTraceServiceRequest.FromString(OtlpRecordSink(None, RESOURCE).encode_request(spans))  # type: ignore[arg-type]
-    expected_rows = build_samples([span.record for span in spans])
-    for span, expected in zip(request.resource_spans[0].scope_spans[0].spans, expected_rows, strict=True):
-        attributes = {pair.key: pair.value for pair in span.attributes}
-        record = attributes[conv.RECORD_JSON].string_value
-        head, middle, tail = (value.string_value for value in attributes[conv.SAMPLE_PARTS].array_value.values)
+    for span, sent in zip(spans, request.resource_spans[0].scope_spans[0].spans, strict=True):
+        attributes = {pair.key: pair.value for pair in sent.attributes}
+        assert attributes[conv.RECORD_JSON].string_value.encode() == span.encoded().plain
         assert conv.SAMPLES_JSON not in attributes
-        assert record not in head + middle + tail
-        row = json.loads(head + str(expected["rollout_number"]) + middle + record + tail)
-        assert row == expected
+
+    train = Resource.create({conv.RUN_ID: "run-wire", conv.RUN_TYPE: "train"})
+    request = ExportTraceServiceRequest.FromString(OtlpRecordSink(None, train).encode_request(spans))  # type: ignore[arg-type]
+    expected = build_samples([span.record for span in spans])
+    for sent, row in zip(request.resource_spans[0].scope_spans[0].spans, expected, strict=True):
+        attributes = {pair.key: pair.value for pair in sent.attributes}
+        assert json.loads(attributes[conv.SAMPLES_JSON].string_value) == [row]
