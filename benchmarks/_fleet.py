@@ -69,8 +69,10 @@ def scale(
     cpu_of: Callable[[int], float],
     stored: Callable[[str], tuple[int, int]],
     episodes_per_run: int,
+    platform_pid: int | None = None,
 ) -> dict[str, Any]:
-    """``runs``: (run id, raw OTLP request bodies, end marker body). Every run must land whole."""
+    """``runs``: (run id, raw OTLP request bodies, end marker body). Every run must land whole. ``platform_pid``:
+    the local platform's process, whose CPU is reported too (it shares the cores)."""
     with ExitStack() as stack:
         fleet = [
             stack.enter_context(
@@ -86,6 +88,7 @@ def scale(
         export = channel.unary_unary(_EXPORT, request_serializer=None, response_deserializer=None)
         before = [cpu_of(gateway.process.pid) for gateway in fleet]
         collector_before = cpu_of(collector.pid)
+        platform_before = cpu_of(platform_pid) if platform_pid is not None else 0.0
         started = time.perf_counter()
         with ThreadPoolExecutor(_POSTERS) as pool:
             list(pool.map(lambda body: export(body, timeout=120), [b for _, bodies, _ in runs for b in bodies]))
@@ -94,6 +97,7 @@ def scale(
         wall = time.perf_counter() - started
         cpu = [cpu_of(gateway.process.pid) - was for gateway, was in zip(fleet, before, strict=True)]
         collector_cpu = cpu_of(collector.pid) - collector_before
+        platform_cpu = cpu_of(platform_pid) - platform_before if platform_pid is not None else None
     for run_id, _, _ in runs:
         landed = stored(run_id)
         assert landed == (episodes_per_run, episodes_per_run), f"run {run_id} stored {landed}"
@@ -109,6 +113,7 @@ def scale(
         "gateway_cpu_s": cpu,
         "gateway_cpu_ms_per_episode": sum(cpu) / total * 1000,
         "collector_cpu_ms_per_episode": collector_cpu / total * 1000,
+        "platform_cpu_ms_per_episode": platform_cpu / total * 1000 if platform_cpu is not None else None,
     }
 
 

@@ -1,9 +1,9 @@
 """The prime-otel gateway: throughput per gateway process, and the cost per episode of the OTLP path against
 in-process export, as ratios.
 
-Run: ``.venv/bin/python benchmarks/bench_gateway.py [--episodes N] [--rounds R] [--runs K]``. One local platform
-and one gateway subprocess (``--sinks dual``) on this machine (2 cores: platform, gateway and producers share
-them; the load average at start is printed).
+Run: ``.venv/bin/python benchmarks/bench_gateway.py [--episodes N] [--rounds R] [--runs K] [--fleet 1,2,4]`` (or
+``python -m benchmarks --only gateway``). One local platform and gateway subprocesses (``--sinks dual``) on this
+machine (2 cores: platform, gateways, Collector and producers share them; the load average at start is printed).
 
 1. Cost per episode (``--rounds`` alternating rounds, medians): the same eval workload (``benchmarks._child``,
    real verifiers episodes) once with ``transport="direct"`` (the producer uploads) and once with
@@ -15,6 +15,11 @@ them; the load average at start is printed).
    spans (gzip, what a Collector's batch processor sends) before the clock starts, posted by 4 threads; the
    clock stops when the gateway closed every run (all delivered to the platform). Reported: episodes per
    second (wall) and the ceiling one gateway process's CPU allows (episodes per gateway CPU second).
+3. Fleet scaling (``--fleet``, needs ``make collector``): ``--fleet-runs`` runs of ``--fleet-episodes`` episodes,
+   encoded the same way, sent over OTLP/gRPC by 4 threads to the real agent Collector
+   (``collector-config/agent.yaml``: batch, ``load_balancing`` on ``run.id``) in front of 1, 2 and 4 fresh
+   gateway processes; the clock stops when every run was closed (all delivered). Reported: episodes per second in
+   total and per gateway, gateway and Collector CPU per episode. ``markdown_table`` prints the README's table.
 """
 
 from __future__ import annotations
@@ -261,29 +266,40 @@ def fleet_scaling(
                 process_cpu_seconds,
                 lambda run_id: stored(platform, run_id),
                 episodes,
+                _platform_pid(platform),
             )
         )
         print(f"  {count} gateway(s): {rows[-1]['episodes_per_second']:.0f} episodes/s", flush=True)
     return rows
 
 
+def _platform_pid(platform: LocalPlatform) -> int | None:
+    process = getattr(platform, "_process", None)  # the local platform's subprocess, when it runs in one
+    return process.pid if process is not None else None
+
+
 def markdown_table(results: dict[str, Any]) -> str:
     """The README's table: the in-process path, one gateway alone, and the Collector fleets, from one run."""
     cost, rate = results["cost"], results["throughput"]
     lines = [
-        "| path | gateways | episodes/s (wall) | per gateway | gateway CPU ms/episode | episodes per gateway CPU s "
-        "| Collector CPU ms/episode |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-        f"| direct (in-process upload, one producer) | - | {cost['direct_episodes_per_second']:.0f} | - | - | - | - |",
-        f"| OTLP/HTTP straight to one gateway | 1 | {rate['episodes_per_second']:.0f} | "
+        "| path | gateways (runs on each) | episodes/s (wall) | per gateway | gateway CPU ms/episode "
+        "| episodes per gateway CPU s | Collector CPU ms/episode | platform CPU ms/episode |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| direct (in-process upload, one producer) | - | {cost['direct_episodes_per_second']:.0f} "
+        "| - | - | - | - | - |",
+        f"| OTLP/HTTP straight to one gateway | 1 ({rate['runs']}) | {rate['episodes_per_second']:.0f} | "
         f"{rate['episodes_per_second']:.0f} | {rate['gateway_cpu_ms_per_episode']:.2f} | "
-        f"{rate['episodes_per_gateway_cpu_second']:.0f} | - |",
+        f"{rate['episodes_per_gateway_cpu_second']:.0f} | - | - |",
     ]
     for row in results.get("fleet", []):
+        platform_ms = row.get("platform_cpu_ms_per_episode")
+        spread = "/".join(str(count) for count in row["runs_per_gateway"])
         lines.append(
-            f"| agent Collector, load balancing on run.id | {row['gateways']} | {row['episodes_per_second']:.0f} | "
-            f"{row['episodes_per_second_per_gateway']:.0f} | {row['gateway_cpu_ms_per_episode']:.2f} | "
-            f"{1000 / row['gateway_cpu_ms_per_episode']:.0f} | {row['collector_cpu_ms_per_episode']:.2f} |"
+            f"| agent Collector, load balancing on run.id | {row['gateways']} ({spread}) | "
+            f"{row['episodes_per_second']:.0f} | {row['episodes_per_second_per_gateway']:.0f} | "
+            f"{row['gateway_cpu_ms_per_episode']:.2f} | {1000 / row['gateway_cpu_ms_per_episode']:.0f} | "
+            f"{row['collector_cpu_ms_per_episode']:.2f} | "
+            f"{'-' if platform_ms is None else format(platform_ms, '.2f')} |"
         )
     return "\n".join(lines)
 
@@ -296,8 +312,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--fleet", default="1,2,4", help="gateway counts behind the agent Collector (default 1,2,4; '' skips)"
     )
-    parser.add_argument("--fleet-runs", type=int, default=8, help="runs per fleet measurement (default 8)")
-    parser.add_argument("--fleet-episodes", type=int, default=500, help="episodes per fleet run (default 500)")
+    parser.add_argument("--fleet-runs", type=int, default=16, help="runs per fleet measurement (default 16)")
+    parser.add_argument("--fleet-episodes", type=int, default=250, help="episodes per fleet run (default 250)")
     parser.add_argument("--out", type=Path, default=RESULTS / "gateway.json")
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
