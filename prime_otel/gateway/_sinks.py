@@ -30,18 +30,16 @@ _logger = logging.getLogger(__name__)
 
 
 class EvalRowsSink:
-    """The eval sample table fed with the producers' v0 rows, rollouts renumbered per example across the run
-    (several ranks feed one run, each numbering its own). The rows pass through ``EvalSamplesExporter``."""
+    """The eval sample table fed with v0 rows, projected here from each record (or the producer's own), rollouts
+    numbered per example across the run (several ranks feed one run). The encoded rows go out through
+    ``EvalSamplesExporter``."""
 
     name = EvalSamplesExporter.name
 
-    def __init__(
-        self, rows: EvalSamplesExporter, resource: Resource, *, write_only_when: Callable[[], bool] | None = None
-    ) -> None:
+    def __init__(self, rows: EvalSamplesExporter, *, write_only_when: Callable[[], bool] | None = None) -> None:
         self.enabled = True
         self.stats: SinkStats = rows.stats
         self._rows = rows
-        self._resource = resource
         self._write_only_when = write_only_when
         # Rollouts per example (task.data.idx) across the run's ranks.
         self._numbers: _Numbers = _Numbers()
@@ -79,7 +77,6 @@ class EvalRowsSink:
                     type(exc).__name__,
                 )
                 self._warned = True
-                self.stats.skipped += 1
                 return []
         rows = span.sample_rows
         if not rows:
@@ -93,8 +90,8 @@ class EvalRowsSink:
         return samples
 
     def _next_number(self, example_id: Any) -> int:
-        key = _hashable(example_id)
-        number = self._numbers[key] = self._numbers.get(key, 0) + 1
+        number: int = self._numbers.get(example_id, 0) + 1
+        self._numbers[example_id] = number
         return number
 
     def flush(self) -> None:
@@ -191,7 +188,7 @@ class PipelineFactory:
         def legacy(write_only_when: Callable[[], bool] | None) -> Sink:
             if kind == "eval":
                 rows = EvalSamplesExporter(EvaluationsAPI(http), run_id)
-                return EvalRowsSink(rows, resource, write_only_when=write_only_when)
+                return EvalRowsSink(rows, write_only_when=write_only_when)
             return RftSampleRowsExporter(
                 TrainingRunsAPI(http),
                 ObjectStorage(),
