@@ -4,7 +4,8 @@ Starts one local platform, runs the eval and training workloads through both SDK
 process, alternating order over rounds, medians reported), the Parquet and projection encoders in-process,
 the spool workload against a slow platform, prints one combined table and writes
 ``benchmarks/results/latest.json`` and ``latest.md`` (``latest-<parts>.*`` with ``--only``). The training
-memory soak (``memory``) runs only when asked for with ``--only``.
+memory soak (``memory``) and the gateway benchmark (``gateway``: ``bench_gateway.py``) run only when asked for with
+``--only``.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ from prime_otel.testing import start_local_platform
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PROFILE_LINES = 30
-PARTS = ("eval", "train", "parquet", "projection", "spool", "pacing", "memory")
-OPTIONAL_PARTS = frozenset({"memory"})  # only with --only
+PARTS = ("eval", "train", "parquet", "projection", "spool", "pacing", "memory", "gateway")
+OPTIONAL_PARTS = frozenset({"memory", "gateway"})  # only with --only
 SPOOL_EPISODES = 100_000
 
 
@@ -207,6 +208,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("bench_projection.py ...", flush=True)
         results["projection"] = run_projection(args.projection_repeat, rounds=3)
         sections.append(projection_section(results["projection"]))
+    if "gateway" in parts:
+        from benchmarks import bench_gateway
+
+        print("bench_gateway.py (cost, throughput, fleet scaling behind the Collector) ...", flush=True)
+        gateway_json = args.out / "gateway.json"
+        bench_gateway.main(["--out", str(gateway_json), "--rounds", str(min(args.rounds, 3))])
+        results["gateway"] = json.loads(gateway_json.read_text())
     results["elapsed_s"] = time.monotonic() - began
     results["sections"] = [section.to_dict() for section in sections]
 

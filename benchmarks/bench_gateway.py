@@ -1,9 +1,9 @@
 """The prime-otel gateway: throughput per gateway process, and the cost per episode of the OTLP path against
 in-process export, as ratios.
 
-Run: ``.venv/bin/python benchmarks/bench_gateway.py [--episodes N] [--rounds R] [--runs K]``. One local platform
-and one gateway subprocess (``--sinks dual``) on this machine (2 cores: platform, gateway and producers share
-them; the load average at start is printed).
+Run: ``.venv/bin/python benchmarks/bench_gateway.py [--episodes N] [--rounds R] [--runs K] [--fleet 1,2,4]`` (or
+``python -m benchmarks --only gateway``). One local platform and gateway subprocesses (``--sinks dual``) on this
+machine (2 cores: platform, gateways, Collector and producers share them; the load average at start is printed).
 
 1. Cost per episode (``--rounds`` alternating rounds, medians): the same eval workload (``benchmarks._child``,
    real verifiers episodes) once with ``transport="direct"`` (the producer uploads) and once with
@@ -15,6 +15,11 @@ them; the load average at start is printed).
    spans (gzip, what a Collector's batch processor sends) before the clock starts, posted by 4 threads; the
    clock stops when the gateway closed every run (all delivered to the platform). Reported: episodes per
    second (wall) and the ceiling one gateway process's CPU allows (episodes per gateway CPU second).
+3. Fleet scaling (``--fleet``, needs ``make collector``): ``--fleet-runs`` runs of ``--fleet-episodes`` episodes,
+   encoded the same way, sent over OTLP/gRPC by 4 threads to the real agent Collector
+   (``collector-config/agent.yaml``: batch, ``load_balancing`` on ``run.id``) in front of 1, 2 and 4 fresh
+   gateway processes; the clock stops when every run was closed (all delivered). Reported: episodes per second in
+   total and per gateway, gateway and Collector CPU per episode. ``markdown_table`` prints the README's table.
 """
 
 from __future__ import annotations
@@ -38,18 +43,20 @@ import httpx
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import RandomIdGenerator, ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._fleet import collector_built, scale  # noqa: E402
 from benchmarks._workload import eval_episodes  # noqa: E402
 from prime_otel import _conventions as conv  # noqa: E402
 from prime_otel._backends import EvalBackend, RunSpec  # noqa: E402
 from prime_otel._types import EnvironmentRef  # noqa: E402
 from prime_otel.client import EvaluationsAPI, PlatformHTTP  # noqa: E402
-from prime_otel.projection import encode_samples  # noqa: E402
-from prime_otel.records import EncodedRecord, compact_json, to_mapping  # noqa: E402
+from prime_otel.exporters.otlp import OtlpRecordSink  # noqa: E402
+from prime_otel.records import RecordSpan, compact_json  # noqa: E402
 from prime_otel.testing import LocalPlatform, start_local_platform  # noqa: E402
 from tests.gateway._gateway import Gateway  # noqa: E402
 
@@ -99,6 +106,7 @@ def cost_per_episode(
         "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
     }
     direct: list[float] = []
+    direct_wall: list[float] = []
     producer: list[float] = []
     gateway_cpu: list[float] = []
     for round_number in range(rounds):
@@ -107,6 +115,7 @@ def cost_per_episode(
                 result = run_child(platform, home, episodes, direct_env)
                 assert stored(platform, result["run_id"]) == (episodes, episodes), "direct export lost records"
                 direct.append(result["cpu_s"] / episodes)
+                direct_wall.append(result["wall_s"])
                 continue
             before = process_cpu_seconds(gateway.process.pid)
             result = run_child(platform, home, episodes, otlp_env)
@@ -125,6 +134,7 @@ def cost_per_episode(
         "otlp_gateway_cpu_ms_per_episode": gateway_ms,
         "ratio_producer_otlp_over_direct": producer_ms / direct_ms,
         "ratio_total_otlp_over_direct": (producer_ms + gateway_ms) / direct_ms,
+        "direct_episodes_per_second": episodes / statistics.median(direct_wall),
     }
 
 
@@ -161,24 +171,13 @@ def _span(name: str, resource: Resource, attributes: dict[str, Any]) -> Readable
     )
 
 
-def encoded_requests(run_id: str, episodes: Sequence[Any]) -> tuple[list[bytes], bytes]:
-    """The run's episodes as gzip'd OTLP/HTTP bodies of ``BATCH_SPANS`` spans, and its end marker's body."""
+def encoded_requests(run_id: str, episodes: Sequence[Any], *, gzipped: bool = True) -> tuple[list[bytes], bytes]:
+    """The run's episodes as OTLP request bodies of ``BATCH_SPANS`` spans (gzip'd for OTLP/HTTP, raw for gRPC),
+    encoded as a ``transport="otlp"`` producer encodes them, and its end marker's body."""
     resource = Resource.create({conv.RUN_ID: run_id, conv.RUN_TYPE: "eval", "service.name": "prime-eval"})
-    numbers: dict[Any, int] = {}
-    spans = []
-    for episode in episodes:
-        encoded = EncodedRecord(to_mapping(episode))
-        rows = encode_samples([episode], numbers, records=[encoded])
-        attributes = {
-            conv.RECORD_JSON: encoded.plain.decode("utf-8"),
-            conv.SAMPLES_JSON: (b"[" + b",".join(row.data for row in rows) + b"]").decode("utf-8"),
-            conv.EPISODE_ID: episode.id,
-        }
-        spans.append(_span(conv.EPISODE_SPAN, resource, attributes))
-    bodies = [
-        gzip.compress(encode_spans(spans[start : start + BATCH_SPANS]).SerializeToString(), compresslevel=1)
-        for start in range(0, len(spans), BATCH_SPANS)
-    ]
+    sink = OtlpRecordSink(InMemorySpanExporter(), resource)
+    spans = [RecordSpan(episode, resource, time.time_ns()) for episode in episodes]
+    bodies = [sink.encode_request(spans[start : start + BATCH_SPANS]) for start in range(0, len(spans), BATCH_SPANS)]
     marker = _span(
         conv.RUN_END_SPAN,
         resource,
@@ -191,7 +190,10 @@ def encoded_requests(run_id: str, episodes: Sequence[Any]) -> tuple[list[bytes],
             conv.END_SUMMARY_JSON: compact_json({}).decode(),
         },
     )
-    return bodies, gzip.compress(encode_spans([marker]).SerializeToString())
+    marker_body = encode_spans([marker]).SerializeToString()
+    if not gzipped:
+        return bodies, marker_body
+    return [gzip.compress(body, compresslevel=1) for body in bodies], gzip.compress(marker_body)
 
 
 def throughput(platform: LocalPlatform, gateway: Gateway, runs: int, episodes: int) -> dict[str, Any]:
@@ -245,14 +247,77 @@ def throughput(platform: LocalPlatform, gateway: Gateway, runs: int, episodes: i
     }
 
 
+def fleet_scaling(
+    platform: LocalPlatform, home: Path, counts: Sequence[int], runs: int, episodes: int
+) -> list[dict[str, Any]]:
+    """The same ``runs`` runs through the agent Collector onto 1, 2, 4 ... gateways (fresh runs each time)."""
+    rows = []
+    for count in counts:
+        prepared = []
+        for number in range(runs):
+            run_id = create_eval_run(platform, f"bench-fleet-{count}-{number}")
+            prepared.append((run_id, *encoded_requests(run_id, eval_episodes(episodes), gzipped=False)))
+        rows.append(
+            scale(
+                platform,
+                home / f"fleet-{count}",
+                count,
+                prepared,
+                process_cpu_seconds,
+                lambda run_id: stored(platform, run_id),
+                episodes,
+                _platform_pid(platform),
+            )
+        )
+        print(f"  {count} gateway(s): {rows[-1]['episodes_per_second']:.0f} episodes/s", flush=True)
+    return rows
+
+
+def _platform_pid(platform: LocalPlatform) -> int | None:
+    process = getattr(platform, "_process", None)  # the local platform's subprocess, when it runs in one
+    return process.pid if process is not None else None
+
+
+def markdown_table(results: dict[str, Any]) -> str:
+    """The README's table: the in-process path, one gateway alone, and the Collector fleets, from one run."""
+    cost, rate = results["cost"], results["throughput"]
+    lines = [
+        "| path | gateways (runs on each) | episodes/s (wall) | per gateway | gateway CPU ms/episode "
+        "| episodes per gateway CPU s | Collector CPU ms/episode | platform CPU ms/episode |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"| direct (in-process upload, one producer) | - | {cost['direct_episodes_per_second']:.0f} "
+        "| - | - | - | - | - |",
+        f"| OTLP/HTTP straight to one gateway | 1 ({rate['runs']}) | {rate['episodes_per_second']:.0f} | "
+        f"{rate['episodes_per_second']:.0f} | {rate['gateway_cpu_ms_per_episode']:.2f} | "
+        f"{rate['episodes_per_gateway_cpu_second']:.0f} | - | - |",
+    ]
+    for row in results.get("fleet", []):
+        platform_ms = row.get("platform_cpu_ms_per_episode")
+        spread = "/".join(str(count) for count in row["runs_per_gateway"])
+        lines.append(
+            f"| agent Collector, load balancing on run.id | {row['gateways']} ({spread}) | "
+            f"{row['episodes_per_second']:.0f} | {row['episodes_per_second_per_gateway']:.0f} | "
+            f"{row['gateway_cpu_ms_per_episode']:.2f} | {1000 / row['gateway_cpu_ms_per_episode']:.0f} | "
+            f"{row['collector_cpu_ms_per_episode']:.2f} | "
+            f"{'-' if platform_ms is None else format(platform_ms, '.2f')} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--episodes", type=int, default=1000, help="episodes per run (default 1000)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of the cost comparison")
     parser.add_argument("--runs", type=int, default=4, help="concurrent runs in the throughput test (default 4)")
+    parser.add_argument(
+        "--fleet", default="1,2,4", help="gateway counts behind the agent Collector (default 1,2,4; '' skips)"
+    )
+    parser.add_argument("--fleet-runs", type=int, default=16, help="runs per fleet measurement (default 16)")
+    parser.add_argument("--fleet-episodes", type=int, default=250, help="episodes per fleet run (default 250)")
     parser.add_argument("--out", type=Path, default=RESULTS / "gateway.json")
     args = parser.parse_args(argv)
     load = os.getloadavg()[0]
+    fleet: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-gateway-") as folder:
         home = Path(folder)
         limits = {"samples_rate_limit": 1_000_000, "metrics_rate_limit": 1_000_000}
@@ -262,7 +327,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         ):
             cost = cost_per_episode(platform, gateway, home, args.episodes, args.rounds)
             rate = throughput(platform, gateway, args.runs, args.episodes)
-    results = {"machine": f"{os.cpu_count()} cores", "load_average_at_start": load, "cost": cost, "throughput": rate}
+            gateway.stop()
+            counts = [int(count) for count in args.fleet.split(",") if count.strip()]
+            if counts and not collector_built():
+                print("the Collector is not built (make collector): no fleet scaling", flush=True)
+            elif counts:
+                fleet = fleet_scaling(platform, home, counts, args.fleet_runs, args.fleet_episodes)
+    results: dict[str, Any] = {
+        "machine": f"{os.cpu_count()} cores",
+        "load_average_at_start": load,
+        "cost": cost,
+        "throughput": rate,
+    }
+    if fleet:
+        results["fleet"] = fleet
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"load average at start {load:.2f}; {os.cpu_count()} cores")
@@ -282,6 +360,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{rate['episodes_per_gateway_cpu_second']:.0f} episodes per gateway CPU second "
         f"({rate['gateway_cpu_ms_per_episode']:.2f} ms/episode); 503 retries: {rate['retried_503']}"
     )
+    print(markdown_table(results))
     print(f"written to {args.out}")
     return 0
 

@@ -30,8 +30,8 @@ RECORD_JSON = "prime.record.json"
 RECORD_MAP = "prime.record"
 #: Where a record span's child spans (model calls, tool calls from instrumented code) are attached.
 CHILD_SPANS = "otel_spans"
-#: The record's v0 sample rows (a JSON list), projected by the producer, which holds the objects the
-#: projection needs; the gateway numbers rollouts and builds the sample table and Parquet rows from them.
+#: The record's v0 sample rows (a JSON list), projected by the producer (a training producer: its rollout numbers);
+#: without it the gateway projects an episode's rows from the record (the same rows for verifiers episodes).
 SAMPLES_JSON = "prime.samples.json"
 
 # Step metrics over OTLP: gauge points carrying the step.

@@ -149,6 +149,12 @@ class EvalSamplesExporter(RecordExporter):
         super().reset_after_fork()
         self.pacer.reset_after_fork()
 
+    def write_samples(self, samples: list[EncodedSample]) -> None:
+        """Rows projected and encoded elsewhere (a gateway's), each ``source`` the position of its record in the
+        caller's batch, which the failure indices of ``SinkWriteError`` then refer to."""
+        if self.enabled and samples and (self._write_only_when is None or self._write_only_when()):
+            self._send(samples)
+
     def _project(self, spans: Sequence[ReadableSpan]) -> list[EncodedSample]:
         """v0 rows with their JSON, each tagged with the position of its span in this batch."""
         ready: list[EncodedSample] = []

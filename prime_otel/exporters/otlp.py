@@ -1,8 +1,11 @@
 """The OTLP path: records and step metrics leave the process as OpenTelemetry data for a Collector and a
 prime-otel gateway, which run the platform sinks (see ``_conventions`` for the attribute names).
 
-The record travels as a compact JSON string (cheap to encode into OTLP) together with its v0 sample rows,
-projected here because only the producer holds the objects the projection needs.
+The record travels as a compact JSON string, encoded once: an eval run's v0 sample rows are projected by the
+gateway from the record (the same rows; the projection was the producer's second encoding of the same content),
+a training run's travel with it (projected here, with this process's rollout numbers). With the exporters
+``default_span_exporter`` builds, the record's JSON goes into the OTLP request as the bytes it is
+(``_otlp_wire``); any other span exporter gets ``ReadableSpan``s.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from opentelemetry.sdk.metrics.export import (
     ScopeMetrics,
 )
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import RandomIdGenerator, ReadableSpan
+from opentelemetry.sdk.trace import Event, RandomIdGenerator, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
@@ -36,6 +39,7 @@ from ..client import suppressed_instrumentation
 from ..errors import MissingExtraError, TransportError
 from ..records import RecordSpan, compact_json, is_episode
 from ..records._genai_view import genai_view
+from . import _otlp_wire as wire
 from ._base import RecordExporter
 from ._heartbeat import Heartbeat, heartbeat_interval
 from ._sample_rows import encode_samples
@@ -43,6 +47,17 @@ from ._sample_rows import encode_samples
 _SCOPE = InstrumentationScope("prime_otel")
 _ids = RandomIdGenerator()
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_SCOPE_MESSAGE = wire.scope_message(_SCOPE.name)
+#: A span event as the wire writes it: name, time in ns, attributes.
+_WireEvent = tuple[str, int, Mapping[str, wire.WireValue]]
+
+
+def _as_text(value: wire.WireValue) -> Any:
+    if isinstance(value, bytes):
+        return value.decode("utf-8")
+    if isinstance(value, tuple):
+        return tuple(_as_text(item) for item in value)
+    return value
 
 
 class OtlpExportFailed(TransportError):
@@ -66,13 +81,14 @@ def require_otlp_exporter() -> None:
 
 def default_span_exporter() -> SpanExporter:
     """The OTLP span exporter the standard ``OTEL_EXPORTER_OTLP_*`` variables describe (gRPC by default)."""
+    # Imported here: gRPC and the HTTP exporter load only for a run that uses the OTLP path.
     if _protocol().startswith("http"):
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+        from ._otlp_senders import HttpEncodedSpanExporter
 
-        return HttpSpanExporter()
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        return HttpEncodedSpanExporter()
+    from ._otlp_senders import GrpcEncodedSpanExporter
 
-    return OTLPSpanExporter()
+    return GrpcEncodedSpanExporter()
 
 
 def default_metric_exporter() -> MetricExporter:
@@ -95,6 +111,8 @@ class OtlpRecordSink(RecordExporter):
         self._exporter = exporter
         self._resource = resource
         self._rollout_numbers: dict[Any, int] = {}
+        self._resource_message: bytes | None = None
+        self._kind = resource.attributes.get(conv.RUN_TYPE)
         self.sent = {conv.EPISODE_SPAN: 0, conv.TRACE_SPAN: 0}
         # The heartbeat and the uploader share the exporter; one export at a time.
         self._export_lock = threading.Lock()
@@ -103,25 +121,71 @@ class OtlpRecordSink(RecordExporter):
         self._heartbeat.start()
 
     def write(self, spans: Sequence[ReadableSpan]) -> None:
-        outgoing = [self._with_record(span) for span in spans]
+        exporter = self._exporter
         with suppressed_instrumentation(), self._export_lock:
-            result = self._exporter.export(outgoing)
+            records = [span for span in spans if isinstance(span, RecordSpan)]
+            export_encoded = getattr(exporter, "export_encoded", None)  # the exporters default_span_exporter builds
+            if export_encoded is not None and len(records) == len(spans):
+                result = export_encoded(self.encode_request(records), len(spans))
+            else:
+                result = exporter.export([self._with_record(span) for span in spans])
         if result is not SpanExportResult.SUCCESS:
-            raise OtlpExportFailed(f"the OTLP exporter could not send {len(outgoing)} record spans")
-        for span in outgoing:
+            raise OtlpExportFailed(f"the OTLP exporter could not send {len(spans)} record spans")
+        for span in spans:
             self.sent[span.name] = self.sent.get(span.name, 0) + 1
-        self._count(delivered=len(outgoing), requests=1)
+        self._count(delivered=len(spans), requests=1)
+
+    def _outgoing(self, span: RecordSpan) -> tuple[dict[str, wire.WireValue], list[_WireEvent]]:
+        """The span's attributes as it leaves the process (its flat attributes, the GenAI attributes any backend
+        reads, the record's JSON as UTF-8 bytes, a training episode's rows) and one evaluation event per reward."""
+        encoded = span.encoded()
+        genai, events = genai_view(span.record, span.end_time or time.time_ns())
+        attributes: dict[str, wire.WireValue] = {**genai, **(span.attributes or {})}  # type: ignore[dict-item]
+        attributes[conv.RECORD_JSON] = encoded.plain
+        record = span.record
+        # An eval run's rows are projected by the gateway from the record (they hold nothing else); a training
+        # run's keep the producer's rollout numbers, so they travel with the record.
+        if self._kind == "train" and not isinstance(record, Mapping) and is_episode(record):
+            rows = encode_samples([record], self._rollout_numbers, records=[encoded])
+            if rows:
+                attributes[conv.SAMPLES_JSON] = b"[" + b",".join(row.data for row in rows) + b"]"
+        wire_events = [(event.name, event.timestamp, dict(event.attributes or {})) for event in events]
+        return attributes, wire_events  # type: ignore[return-value]
+
+    def encode_request(self, spans: Sequence[RecordSpan]) -> bytes:
+        """The OTLP ``ExportTraceServiceRequest`` this sink sends for ``spans`` (numbering their rollouts)."""
+        if self._resource_message is None:
+            self._resource_message = wire.resource_message(self._resource.attributes)
+        messages = []
+        for span in spans:
+            attributes, events = self._outgoing(span)
+            wire_span = wire.WireSpan(
+                trace_id=span.context.trace_id,
+                span_id=span.context.span_id,
+                name=span.name,
+                start_time_ns=span.start_time or 0,
+                end_time_ns=span.end_time or 0,
+                attributes=attributes,
+                events=events,
+            )
+            messages.append(wire.span_message(wire_span))
+        return wire.export_request(self._resource_message, _SCOPE_MESSAGE, messages)
 
     def _with_record(self, span: ReadableSpan) -> ReadableSpan:
         if not isinstance(span, RecordSpan):
             return span
-        record = span.record
-        samples = None
-        if not isinstance(record, Mapping) and is_episode(record):
-            rows = encode_samples([record], self._rollout_numbers, records=[span.encoded()])
-            if rows:
-                samples = (b"[" + b",".join(row.data for row in rows) + b"]").decode("utf-8")
-        return record_span_out(span, self._resource, samples)
+        attributes, events = self._outgoing(span)
+        return ReadableSpan(
+            name=span.name,
+            context=span.context,
+            resource=self._resource,
+            attributes={key: _as_text(value) for key, value in attributes.items()},
+            events=[Event(name, attributes, time_ns) for name, time_ns, attributes in events],
+            kind=SpanKind.INTERNAL,
+            start_time=span.start_time,
+            end_time=span.end_time,
+            instrumentation_scope=_SCOPE,
+        )
 
     def send_end_marker(
         self, *, status: str, error: str | None, summary: Mapping[str, Any], metric_rows: int, owner: bool

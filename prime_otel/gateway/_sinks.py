@@ -3,6 +3,7 @@ platform clients behind them, under the gateway's own credentials."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -14,14 +15,15 @@ from opentelemetry.sdk.trace import ReadableSpan
 from .._assembly import record_sinks, sink_slots, step_metric_sinks
 from .._backends import EvalBackend, RunBackend, TrainingBackend
 from .._config import Settings
-from .._sink import Sink, SinkStats, SinkWriteError
+from .._sink import Sink, SinkStats
 from .._types import RunKind, SinkPolicy
 from ..client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI
+from ..exporters._sample_rows import EncodedSample, encode_episode_samples, encode_row
 from ..exporters.eval_samples import EvalSamplesExporter
 from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSampleRowsExporter
 from ..exporters.traces import PrimeTracesExporter, upload_context
 from ..processors import TRAINING_PAUSE_SECONDS, SinkSlot, StepMetricsUploader
-from ..records import RecordSpan
+from ..records import is_episode
 from ._pool import DeliveryPool, PooledUploader
 from ._spans import DEFAULT_MAX_QUEUED_BYTES, GatewayRecordProcessor, GatewayRecordSpan
 
@@ -29,22 +31,22 @@ _logger = logging.getLogger(__name__)
 
 
 class EvalRowsSink:
-    """The eval sample table fed with the producers' v0 rows, rollouts renumbered per example across the run
-    (several ranks feed one run, each numbering its own). The rows pass through ``EvalSamplesExporter``."""
+    """The eval sample table fed with v0 rows, projected here from each record (or the producer's own), rollouts
+    numbered per example across the run (several ranks feed one run). The encoded rows go out through
+    ``EvalSamplesExporter``."""
 
     name = EvalSamplesExporter.name
     replay_safe = False
     reports_requests = False
 
-    def __init__(
-        self, rows: EvalSamplesExporter, resource: Resource, *, write_only_when: Callable[[], bool] | None = None
-    ) -> None:
+    def __init__(self, rows: EvalSamplesExporter, *, write_only_when: Callable[[], bool] | None = None) -> None:
         self.enabled = True
         self.stats: SinkStats = rows.stats
         self._rows = rows
-        self._resource = resource
         self._write_only_when = write_only_when
-        self._rollout_numbers: dict[Any, int] = {}
+        # Rollouts per example (task.data.idx) across the run's ranks.
+        self._numbers: _Numbers = _Numbers()
+        self._warned = False
 
     @property
     def quiet_off_reason(self) -> str | None:
@@ -53,28 +55,47 @@ class EvalRowsSink:
     def write(self, spans: Sequence[ReadableSpan]) -> None:
         if not spans or (self._write_only_when is not None and not self._write_only_when()):
             return
-        row_spans: list[RecordSpan] = []
+        samples: list[EncodedSample] = []
         without_rows = 0
-        for span in spans:
-            rows = span.sample_rows if isinstance(span, GatewayRecordSpan) else []
-            if not rows:
+        for position, span in enumerate(spans):
+            produced = self._samples(span, position) if isinstance(span, GatewayRecordSpan) else []
+            if not produced:
                 without_rows += 1
-                continue
-            self._renumber(rows)
-            row_spans.extend(RecordSpan(row, self._resource, span.end_time or 0) for row in rows)
+            samples += produced
         self.stats.skipped += without_rows
-        try:
-            self._rows.write(row_spans)
-        except SinkWriteError as exc:
-            # The inner sink counts rows; an oversize episode has several, the loss is one record.
-            raise SinkWriteError(exc.cause, min(exc.failed_records, len(spans) - without_rows)) from exc.cause
+        self._rows.write_samples(samples)
 
-    def _renumber(self, rows: list[dict[str, Any]]) -> None:
+    def _samples(self, span: GatewayRecordSpan, position: int) -> list[EncodedSample]:
+        """The span's rows renumbered: projected here from the record, its bytes spliced in as the row's
+        ``native_wrapper`` (an eval producer sends no rows), else encoded from the rows the producer sent."""
+        if not span.has_rows:
+            if not is_episode(span.record):
+                return []
+            try:
+                return encode_episode_samples(span.record, self._numbers, record=span.encoded(), source=position)
+            except _PROJECTION_ERRORS as exc:
+                _logger.log(
+                    logging.DEBUG if self._warned else logging.WARNING,
+                    "an episode's row cannot be projected from its record (%s); it reaches the record sinks only",
+                    type(exc).__name__,
+                )
+                self._warned = True
+                return []
+        rows = span.sample_rows
+        if not rows:
+            return []
         summary = next((row for row in rows if row.get("trainable")), rows[0])
-        key = summary.get("example_id")
-        number = self._rollout_numbers[key] = self._rollout_numbers.get(key, 0) + 1
+        number = self._next_number(summary.get("example_id"))
+        samples = []
         for row in rows:
             row["rollout_number"] = number
+            samples.append(EncodedSample(*encode_row(row), position))
+        return samples
+
+    def _next_number(self, example_id: Any) -> int:
+        number: int = self._numbers.get(example_id, 0) + 1
+        self._numbers[example_id] = number
+        return number
 
     def flush(self) -> None:
         self._rows.flush()
@@ -127,6 +148,32 @@ class _SpooledRow:
 _METRICS_KIND = "metrics"
 
 
+# What projecting a received record (valid JSON, any shape) may raise.
+_PROJECTION_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError)
+
+
+class _Numbers(dict[Any, int]):
+    """Rollout counters keyed by example id; an id that cannot be a key (a JSON list or object) by its JSON."""
+
+    def __getitem__(self, key: Any) -> int:
+        return super().__getitem__(_hashable(key))
+
+    def __setitem__(self, key: Any, value: int) -> None:
+        super().__setitem__(_hashable(key), value)
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return super().get(_hashable(key), default)
+
+
+def _hashable(value: Any) -> Any:
+    """An example id as a dictionary key (an id that is a JSON list or object, by its JSON)."""
+    try:
+        hash(value)
+    except TypeError:
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
+
+
 @dataclass(frozen=True)
 class PipelineOptions:
     sinks: SinkPolicy = "dual"
@@ -165,7 +212,7 @@ class PipelineFactory:
         def legacy(write_only_when: Callable[[], bool] | None) -> Sink:
             if kind == "eval":
                 rows = EvalSamplesExporter(EvaluationsAPI(http), run_id)
-                return EvalRowsSink(rows, resource, write_only_when=write_only_when)
+                return EvalRowsSink(rows, write_only_when=write_only_when)
             return RftSampleRowsExporter(
                 TrainingRunsAPI(http),
                 ObjectStorage(),

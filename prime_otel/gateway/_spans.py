@@ -19,7 +19,7 @@ from opentelemetry.sdk.resources import Resource
 
 from ..processors import RecordProcessor, SinkSlot
 from ..projection import build_samples
-from ..records import RecordSpan, is_episode, training_step
+from ..records import EncodedRecord, RecordSpan, decode_received, is_episode, training_step
 from ._defaults import DEFAULT_RUN_QUEUED_BYTES
 from ._pool import DeliveryPool, PooledUploader
 
@@ -49,10 +49,23 @@ class ReceivedRecord:
 class GatewayRecordSpan(RecordSpan):
     """A ``RecordSpan`` over a received record mapping, with the producer's v0 rows for the legacy tables."""
 
-    def __init__(self, received: ReceivedRecord, record: Mapping[str, Any], resource: Resource) -> None:
+    def __init__(
+        self,
+        received: ReceivedRecord,
+        record: Mapping[str, Any],
+        resource: Resource,
+        encoded: EncodedRecord | None = None,
+    ) -> None:
+        """``encoded``: the record's encoding cut from the JSON it arrived as (else it is encoded on first use)."""
         super().__init__(record, resource, received.end_time_ns)
+        self._encoded = encoded
         self._samples_json = received.samples_json
         self._rows: list[dict[str, Any]] | None = None
+
+    @property
+    def has_rows(self) -> bool:
+        """The producer sent the record's v0 rows (else an episode's are projected here from the record)."""
+        return self._samples_json is not None
 
     @property
     def sample_rows(self) -> list[dict[str, Any]]:
@@ -165,10 +178,8 @@ class GatewayRecordProcessor(PooledUploader, RecordProcessor):
             spans: list[GatewayRecordSpan] = []
             for received in items:
                 try:
-                    record = json.loads(received.record_json)
-                    if not isinstance(record, dict):
-                        raise TypeError("not a JSON object")
-                    spans.append(GatewayRecordSpan(received, record, self._resource))
+                    record, encoded = decode_received(received.record_json)
+                    spans.append(GatewayRecordSpan(received, record, self._resource, encoded))
                 except (ValueError, TypeError, RecursionError) as exc:
                     reason = _unreadable(received.name, exc)
                     first = reason not in self.invalid_reasons

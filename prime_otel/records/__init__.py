@@ -24,6 +24,7 @@ from ._encoding import (
 from ._fields import field_of, training_step, work_step
 from ._metric_values import MAX_STEP, histogram_value, metric_row, point_value
 from ._models import encode_record
+from ._received import decode_received
 from ._spans import (
     RECORD_SPAN_NAMES,
     PlainRecordSpan,
@@ -47,6 +48,7 @@ __all__ = [
     "child_summary",
     "clean",
     "compact_json",
+    "decode_received",
     "encode_record",
     "field_of",
     "histogram_value",

@@ -258,12 +258,20 @@ class EncodedRecord:
         self._join()
 
     @classmethod
-    def from_parts(cls, pieces: list[_Piece], run_json: bytes, members: list[EncodedMember]) -> EncodedRecord:
+    def from_parts(
+        cls,
+        pieces: list[_Piece],
+        run_json: bytes,
+        members: list[EncodedMember],
+        *,
+        record: Mapping[str, Any] | None = None,
+    ) -> EncodedRecord:
         """A record encoded elsewhere: ``pieces`` are finished ``"key":value,...`` bytes and the
-        placeholder keys ``run`` and ``traces``, the run block's JSON, and the member traces."""
+        placeholder keys ``run`` and ``traces``, the run block's JSON, and the member traces; ``record`` the
+        mapping they encode, when the caller has it (else it is decoded on first use)."""
         encoded = cls.__new__(cls)
         encoded.nullified = False
-        encoded._record = None
+        encoded._record = record
         encoded._pieces, encoded._run_json, encoded._members = pieces, run_json, members
         encoded._join()
         return encoded
@@ -316,6 +324,14 @@ class EncodedMember:
         else:
             self.pieces, self.run = None, None
             self.plain = compact_json(member)
+
+    @classmethod
+    def from_split(cls, pieces: list[_Piece], run: Any, plain: bytes) -> EncodedMember:
+        """A mapping member encoded elsewhere: its pieces around ``run`` (a placeholder when it has one), its
+        decoded ``run`` block and its JSON."""
+        member = cls.__new__(cls)
+        member.pieces, member.run, member.plain = pieces, run, plain
+        return member
 
     @classmethod
     def from_json(cls, body: bytes) -> EncodedMember:
