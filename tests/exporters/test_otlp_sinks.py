@@ -36,9 +36,24 @@ def test_a_mixed_batch_goes_out_as_one_export_each_span_with_its_own_record() ->
     assert [json.loads(str(span.attributes[conv.RECORD_JSON])) for span in sent] == [
         json.loads(encode_record(record).plain) for record in batch
     ]
-    assert [conv.SAMPLES_JSON in span.attributes for span in sent] == [True, False, True]
+    # An eval run's spans carry only the record: the gateway projects its sample rows from it.
+    assert [conv.SAMPLES_JSON in span.attributes for span in sent] == [False, False, False]
     assert all(span.resource is RESOURCE for span in sent)
     assert (sink.stats.delivered, sink.stats.requests) == (3, 1)
+
+
+def test_a_training_runs_episode_spans_carry_their_rows_with_the_producers_rollout_numbers() -> None:
+    exported = InMemorySpanExporter()
+    training = Resource.create({conv.RUN_ID: "otlp-sink-train", conv.RUN_TYPE: "train"})
+    sink = OtlpRecordSink(exported, training, heartbeat_seconds=0)
+    episodes = load_episodes("train")[:2]
+
+    sink.write(spans(episodes))
+
+    sent = exported.get_finished_spans()
+    rows = [json.loads(str(span.attributes[conv.SAMPLES_JSON])) for span in sent]
+    assert [len(episode_rows) for episode_rows in rows] == [1, 1]
+    assert [episode_rows[0]["episode_id"] for episode_rows in rows] == [episode.id for episode in episodes]
 
 
 def test_the_end_marker_counts_the_episodes_and_traces_sent() -> None:

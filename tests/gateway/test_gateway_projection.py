@@ -16,9 +16,8 @@ from prime_otel.exporters.otlp import OtlpRecordSink
 from prime_otel.projection import build_samples
 from prime_otel.records import RecordSpan
 from prime_otel.testing import LocalPlatform
-from tests.gateway._gateway import Gateway
+from tests.gateway._gateway import Gateway, create_run
 from tests.gateway._producer import end_marker, fresh_episodes, run_resource
-from tests.gateway.conftest import create_run
 
 
 def _request(resource: Resource, episodes: list[Any]) -> bytes:
@@ -70,7 +69,7 @@ def test_a_record_that_cannot_be_projected_costs_only_its_row(platform: LocalPla
     run_id = create_run(platform, "eval", "projection-broken")
     resource = run_resource(run_id, "eval")
     episodes = fresh_episodes("eval", 2)
-    shapeless = {"id": "episode-without-task", "traces": [{"id": "trace-without-task"}]}
+    shapeless = {"id": "episode-with-a-number-for-a-task", "traces": [{"id": "trace-with-a-number", "task": 5}]}
     spans = [RecordSpan(record, resource, time.time_ns()) for record in (episodes[0], shapeless, episodes[1])]
     _post(gateway, OtlpRecordSink(None, resource).encode_request(spans))  # type: ignore[arg-type]
     _end(gateway, resource, 3)
