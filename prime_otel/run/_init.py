@@ -131,7 +131,15 @@ def init(
     if resolved_mode == "disabled":
         return _disabled_run(spec, id, on_error)
     if resolved_mode == "offline":
-        return _offline_run(spec, settings, id or (joined.id if joined else None), joined is None, on_error, budget)
+        return _offline_run(
+            spec,
+            settings,
+            id or (joined.id if joined else None),
+            joined is None,
+            on_error,
+            budget,
+            step_interval=samples_step_interval,
+        )
     return _online_run(
         spec,
         settings,
@@ -260,7 +268,14 @@ def _disabled_run(spec: RunSpec, run_id: str | None, on_error: OnError) -> Run:
 
 
 def _offline_run(
-    spec: RunSpec, settings: Settings, run_id: str | None, owner: bool, on_error: OnError, budget: float
+    spec: RunSpec,
+    settings: Settings,
+    run_id: str | None,
+    owner: bool,
+    on_error: OnError,
+    budget: float,
+    *,
+    step_interval: int,
 ) -> Run:
     check_runs_dir(settings.runs_dir)
     identity = RunIdentity(id=run_id or offline_run_id(), kind=spec.kind, name=spec.name)
@@ -281,6 +296,7 @@ def _offline_run(
                 "team_id": spec.team_id,
                 "config": spec.config,
                 "training": vars(spec.training) if spec.training else None,
+                "samples_step_interval": step_interval,
                 **recorded_urls(settings, registered=False),
                 **producer_process(),
             }
@@ -299,6 +315,7 @@ def _offline_run(
             finish_timeout=budget,
             offline=writer,
             advertisement=advertisement,
+            closers=[writer.close],
         )
     )
 
