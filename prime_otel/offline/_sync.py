@@ -582,6 +582,7 @@ class SpoolSync:
                         raise ConfigurationError(
                             f"the {name} sink could not take {slot.pending} spooled records now; run sync again later"
                         )
+                spool.discard_if_delivered()  # every record reached every sink: nothing of it stays on disk
             before_close = self.http.requests
             closed_as = self._close()
             closing_requests = self.http.requests - before_close
