@@ -33,6 +33,7 @@ from ..processors._spool import DEFAULT_SPOOL_MAX_BYTES, SPOOL_DIR, RunSpool
 from ..resources import RunAdvertisement, RunIdentity, detect_rank, inherited_run, run_resource
 from ._containment import ErrorNotes, OnError
 from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run, RunParts
+from ._spool_home import online_runs_dir
 
 _logger = logging.getLogger("prime_otel")
 
@@ -343,8 +344,9 @@ def _online_run(
     if not settings.api_key:
         raise ConfigurationError("online mode needs an API key: pass api_key=... or set PRIME_API_KEY")
     with_spool = spool_max_bytes is not None and transport == "direct"
+    runs_dir = online_runs_dir(settings)
     if with_spool:
-        check_runs_dir(settings.runs_dir)
+        check_runs_dir(runs_dir)
     http = PlatformHTTP(api_key=settings.api_key, base_url=settings.base_url)
     register_for_fork_reset(http)
     backend: RunBackend
@@ -370,7 +372,7 @@ def _online_run(
     notes = ErrorNotes(identity.id, on_error)
     context = upload_context(spec.kind, framework=spec.framework, model=spec.model)
 
-    run_folder = Path(settings.runs_dir) / identity.id
+    run_folder = runs_dir / identity.id
     document = (
         sync_document(
             spec, identity, settings, sinks, step_interval, url=opened.url, attached=id is not None, opted_out=opted_out

@@ -101,3 +101,35 @@ def test_a_run_that_ends_with_records_undelivered_keeps_them_in_its_spool(fast_p
     assert report is not None and not report.complete
     assert [folder.name for folder in spool_folders(run)] == ["spool-records"]
     assert spool_bytes(run) > 0
+
+
+def test_an_online_run_keeps_its_write_ahead_log_in_the_user_cache_and_removes_it_once_delivered(
+    fast_platform: LocalPlatform,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Without PRIME_RUNS_DIR an online run writes nothing where it runs: its log lives in the per-user cache,
+    goes away when everything was delivered, and stays (named in the finish line) when something was not."""
+    cache, workdir = tmp_path / "cache", tmp_path / "workdir"
+    workdir.mkdir()
+    monkeypatch.delenv("PRIME_RUNS_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    monkeypatch.chdir(workdir)
+    delivered = po.init(name="cache-delivered", environments=["gsm8k"], model="m")
+    delivered.log_episodes([numbered_record(i, "a") for i in range(5)])
+    assert (cache / "prime-otel" / "runs" / delivered.id / "spool-records").is_dir()
+    report = delivered.finish()
+    assert report is not None and report.complete, report.render()
+    assert not (cache / "prime-otel" / "runs" / delivered.id).exists()
+
+    fast_platform.inspect.add_fault(method="POST", path="/api/v1/traces", action="fail_before", status=503, times=None)
+    kept = po.init(name="cache-kept", environments=["gsm8k"], model="m")
+    kept.log_episodes([numbered_record(i, "b") for i in range(5)])
+    capsys.readouterr()
+    kept.finish(timeout=2)
+
+    folder = cache / "prime-otel" / "runs" / kept.id
+    assert (folder / "spool-records").is_dir() and (folder / "run.json").is_file()
+    assert f"prime-otel sync {folder}" in capsys.readouterr().err
+    assert list(workdir.iterdir()) == []
