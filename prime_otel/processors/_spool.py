@@ -46,7 +46,7 @@ _logger = logging.getLogger("prime_otel")
 SPOOL_DIR = "spool"
 LEDGER_FILE = "ledger.json"
 SEGMENT_PREFIX = "log-"
-SEGMENT_BYTES = 64 * 1024 * 1024
+SEGMENT_BYTES = 8 * 1024 * 1024
 MIN_SEGMENT_BYTES = 64 * 1024
 #: The log is cut into segments of at most this share of the cap, so that what every sink settled is freed
 #: (segment by segment) long before the cap is reached.
@@ -287,6 +287,7 @@ class RunSpool:
         name: str = SPOOL_DIR,
         sinks: Sequence[str] = (),
         contain_disk_errors: bool = False,
+        removable: bool = True,
     ) -> None:
         self.run_folder = run_folder
         self.name = name
@@ -303,6 +304,8 @@ class RunSpool:
         #: Where the spool's files went when its ledger could not be saved (see the module docstring).
         self.set_aside_to: Path | None = None
         self._contain_disk_errors = contain_disk_errors
+        #: False when another run handle may share this folder (a run attached by id): it is never removed.
+        self._removable = removable
         self._lock = threading.Lock()
         self._sinks: dict[str, SinkLedger] = {}
         self._next_seq = 0
@@ -330,6 +333,7 @@ class RunSpool:
             name=f"{base}@{os.getpid()}",
             sinks=self.sinks,
             contain_disk_errors=self._contain_disk_errors,
+            removable=self._removable,
         )
 
     # -- the log ---------------------------------------------------------------------------------
@@ -511,7 +515,7 @@ class RunSpool:
         """At the end of a run: when every sink delivered every logged record (nothing pending, failed, possibly
         missing or unanswered), the spool is removed from disk. Whether it was."""
         with self._lock:
-            if self.set_aside_to is not None or self._discarded:
+            if self.set_aside_to is not None or self._discarded or not self._removable:
                 return self._discarded
             for name in set(self.sinks) | set(self._sinks):
                 ledger = self._sinks.get(name)

@@ -158,10 +158,13 @@ def init(
     )
 
 
-def _run_spool(run_folder: Path, stream: str, sinks: list[str], max_bytes: int, owner: bool) -> RunSpool:
-    """One spool per uploader; processes that only joined the run keep their own, beside the owner's."""
+def _run_spool(
+    run_folder: Path, stream: str, sinks: list[str], max_bytes: int, owner: bool, *, attached: bool = False
+) -> RunSpool:
+    """One spool per uploader; processes that only joined the run keep their own, beside the owner's. A run
+    attached by id may share its folder with another handle of the run, so its spool is never removed."""
     name = f"{SPOOL_DIR}-{stream}" if owner else f"{SPOOL_DIR}-{stream}@{os.getpid()}"
-    return RunSpool(run_folder, max_bytes, name=name, sinks=sinks, contain_disk_errors=True)
+    return RunSpool(run_folder, max_bytes, name=name, sinks=sinks, contain_disk_errors=True, removable=not attached)
 
 
 def _advertise(identity: RunIdentity, owner: bool) -> RunAdvertisement | None:
@@ -408,10 +411,14 @@ def _online_run(
             if document is not None:
                 run_folder.mkdir(parents=True, exist_ok=True)
                 write_json_atomically(run_folder / RUN_FILE, document)
-            spool = _run_spool(run_folder, "records", [e.name for e in exporters], spool_max_bytes, owner)
+            spool = _run_spool(
+                run_folder, "records", [e.name for e in exporters], spool_max_bytes, owner, attached=id is not None
+            )
             if spec.kind == "train":
                 names = [sink.name for sink in metric_sinks]
-                metrics_spool = _run_spool(run_folder, "metrics", names, spool_max_bytes, owner)
+                metrics_spool = _run_spool(
+                    run_folder, "metrics", names, spool_max_bytes, owner, attached=id is not None
+                )
         except OSError as exc:
             # The folder passed its check before the run was registered; the run goes on without a spool.
             notes.note(f"opening the run's spool in {run_folder}", exc, surface=False)

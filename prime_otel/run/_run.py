@@ -586,7 +586,7 @@ class Run:
         """An online run's folder (its write-ahead log) holds nothing a sync needs once each spool removed itself
         (every record delivered) and the status was confirmed: it goes, instead of piling up run after run."""
         folder = self._parts.run_folder
-        if folder is None or self._parts.mode != "online" or not self._owns_lifecycle:
+        if folder is None or self._parts.mode != "online" or not self._owns_lifecycle or self._parts.attached:
             return
         if self._closure is Closure.NOT_CONFIRMED or any(folder.glob("*spool*")):
             return
