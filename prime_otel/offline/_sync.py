@@ -549,6 +549,7 @@ class SpoolSync:
         closing_requests = 0
         streams = self._sinks()
         sinks = {sink.name: sink for stream in streams.values() for sink in stream}
+        progress = SyncProgress(str(self.folder))
         try:
             for spool in _open_spools(self.folder):
                 # A spool whose ledger was never written (the producer died before its first outcome) declares
@@ -566,7 +567,9 @@ class SpoolSync:
                         return [RecordSpan(record.record, resource, 0) for record in records]
 
                     while slot.pending and slot.replay(build, force=True):
-                        pass
+                        sent_so_far = {**uploaded, name: spool.sink(name).replayed - before}
+                        requests = sum(sink.stats.requests for sink in sinks.values())
+                        progress.update(sent_so_far, requests, self.http.retries)
                     spool.save()
                     sent = spool.sink(name).replayed - before
                     if sent:
@@ -603,6 +606,7 @@ class SpoolSync:
             closed_as=closed_as,
             destination=self.settings.base_url,
             failed=failed,
+            retries=self.http.retries,
         )
 
     def _url(self) -> str:
