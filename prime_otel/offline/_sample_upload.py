@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..client import EvaluationsAPI, StoredSamples, sample_key
-from ..client._readback import SETTLE_SECONDS
+from ..client._readback import SETTLE_SECONDS, SampleKey
 from ..errors import failure_reason, is_ambiguous, is_record_rejection
 
 _logger = logging.getLogger("prime_otel")
@@ -31,21 +31,26 @@ _BODY_OPEN, _BODY_CLOSE = b'{"samples":[', b"]}"
 
 @dataclass(frozen=True)
 class SampleRequest:
-    """Rows of ``samples.jsonl`` sent as one request: the file range they cover and each row's JSON and key."""
+    """Rows of ``samples.jsonl`` sent as one request: the file range they cover, and each row's JSON, key and
+    the offset just past its line."""
 
     start: int
-    end: int
     rows: Sequence[bytes]
     keys: Sequence[list[str] | None]
+    ends: Sequence[int]
+
+    @property
+    def end(self) -> int:
+        return self.ends[-1] if self.ends else self.start
 
     def body(self) -> bytes:
         return b"".join((_BODY_OPEN, b",".join(self.rows), _BODY_CLOSE))
 
     def halves(self) -> tuple[SampleRequest, SampleRequest]:
-        """Two requests of half the rows each (the split covers the same file range: the second ends it)."""
+        """Two requests of half the rows each; the first ends where its last row's line ends."""
         half = len(self.rows) // 2
-        first = SampleRequest(self.start, self.start, self.rows[:half], self.keys[:half])
-        return first, SampleRequest(self.start, self.end, self.rows[half:], self.keys[half:])
+        first = SampleRequest(self.start, self.rows[:half], self.keys[:half], self.ends[:half])
+        return first, SampleRequest(first.end, self.rows[half:], self.keys[half:], self.ends[half:])
 
 
 def row_key(row: Any) -> list[str] | None:
@@ -93,7 +98,8 @@ class SampleUploader:
         if intent is None:
             return
         keys = [key if key is None else list(key) for key in intent.get("keys", [])]
-        request = SampleRequest(int(intent["start"]), int(intent["end"]), [b""] * len(keys), keys)
+        ends = [int(intent["end"])] * len(keys)  # only the range's end matters once the rows are settled
+        request = SampleRequest(int(intent["start"]), [b""] * len(keys), keys, ends)
         verdict = self._read_back(request)
         if verdict == "absent":
             _logger.info("the %d sample rows an interrupted sync was sending were not stored", len(keys))
@@ -161,12 +167,12 @@ class SampleUploader:
 
     def _read_back(self, request: SampleRequest) -> str:
         """``stored`` (every row, exactly once), ``absent`` (none, on two reads a settle apart) or ``unknown``."""
-        keys = [tuple(key) if key is not None else None for key in request.keys]
+        keys: list[SampleKey | None] = [(key[0], key[1]) if key else None for key in request.keys]
         try:
-            verdicts = StoredSamples.read(self._api, self._evaluation_id).stored(keys)  # type: ignore[arg-type]
+            verdicts = StoredSamples.read(self._api, self._evaluation_id).stored(keys)
             if verdicts and all(verdict is False for verdict in verdicts):
                 self._sleep(SETTLE_SECONDS)
-                verdicts = StoredSamples.read(self._api, self._evaluation_id).stored(keys)  # type: ignore[arg-type]
+                verdicts = StoredSamples.read(self._api, self._evaluation_id).stored(keys)
         except Exception as exc:
             _logger.warning("could not read back %d sample rows: %s", len(keys), exc)
             return "unknown"

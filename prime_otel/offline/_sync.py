@@ -249,7 +249,6 @@ class OfflineRunSync:
         self.uploaded: dict[str, int] = {}
         self._traces_requests = 0
         self._closed_as: str | None = None
-        self._refused_before = {sink: dict(reasons) for sink, reasons in self.ledger.refused.items()}
         self._progress = SyncProgress(str(self.folder))
         # Per file, the offset past the last line read (sent or skipped as unreadable) by this sync.
         self._read_to: dict[str, int] = {}
@@ -280,23 +279,13 @@ class OfflineRunSync:
             unreadable=self.ledger.unreadable,
             closed_as=self._closed_as,
             destination=self.settings.base_url,
-            failed=self._refused_now(),
+            # Refusals are final: every sync of the folder reports them, like unreadable lines.
+            failed={sink: dict(reasons) for sink, reasons in self.ledger.refused.items()},
             retries=self.http.retries,
         )
 
     def _requests(self) -> int:
         return self.http.requests + self._traces_requests + self.storage.requests
-
-    def _refused_now(self) -> dict[str, dict[str, int]]:
-        """What the platform refused during this sync, per sink and reason."""
-        now: dict[str, dict[str, int]] = {}
-        for sink, reasons in self.ledger.refused.items():
-            before = self._refused_before.get(sink, {})
-            fresh = {reason: count - before.get(reason, 0) for reason, count in reasons.items()}
-            fresh = {reason: count for reason, count in fresh.items() if count > 0}
-            if fresh:
-                now[sink] = fresh
-        return now
 
     def _count(self, name: str, records: int, *, sink: str | None = None) -> None:
         """``records`` of file ``name`` reached the platform (through ``sink``, counted across syncs)."""
@@ -446,9 +435,9 @@ class OfflineRunSync:
             lines.append(line)
         for request in pack_sample_requests(samples):
             rows = [samples[index] for index in request.indices]
-            end = lines[request.indices[-1]].end
-            yield SampleRequest(start, end, [row.data for row in rows], [row_key(row.row) for row in rows])
-            start = end
+            ends = [lines[index].end for index in request.indices]
+            yield SampleRequest(start, [row.data for row in rows], [row_key(row.row) for row in rows], ends)
+            start = ends[-1]
 
     def _upload_step_objects(self) -> None:
         """One Parquet object per sampled step, built from every episode of the step the folder holds."""

@@ -310,3 +310,30 @@ def test_syncs_killed_at_random_moments_under_faults_leave_every_training_record
         ], trial
         assert all(len(entry["objects"]) == 1 for entry in platform.inspect.steps(run_id)), trial
     assert killed >= TRAIN_TRIALS // 2, f"only {killed} of {TRAIN_TRIALS} syncs were killed while running"
+
+
+def test_a_sample_row_the_platform_refuses_costs_only_itself_and_is_counted_with_the_reason(
+    platform: LocalPlatform, runs_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The platform refuses the packed samples request (one row is over its size limit): the request is split
+    until only that row is left; the others are stored once, the refused one is counted with the reason."""
+    run = po.init(mode="offline", name="refused-row", environments=["gsm8k"], model="m")
+    records = fresh_records("eval", 5)
+    records[2]["task"]["data"]["padding"] = "x" * 60_000
+    run.log_episodes(records)
+    run.finish()
+    platform.inspect.settings(samples_max_bytes=40_000)
+    try:
+        returncode, out, err = sync_here(Path(run.folder or ""), capsys)
+    finally:
+        platform.inspect.settings(samples_max_bytes=25 * 1024 * 1024)
+
+    assert returncode == 2, out + err
+    assert "the eval_samples sink refused 1 records for good (rejected by the platform: 413" in out
+    run_id = run_named(platform, "refused-row")
+    stored = {row["episode_id"] for row in platform.inspect.samples(run_id)["items"]}
+    assert stored == {record["id"] for position, record in enumerate(records) if position != 2}
+    seen = last_seq(platform)
+    again = sync_here(Path(run.folder or ""), capsys)
+    assert again[0] == 2 and "nothing new" in again[1] and "refused 1 records for good" in again[1], again
+    assert [r for r in platform.inspect.requests(limit=10_000) if r["seq"] > seen] == []
