@@ -25,6 +25,9 @@ _logger = logging.getLogger("prime_otel")
 
 #: Sends of one request at most: the first, and one after a read-back proved it was not stored.
 SEND_ATTEMPTS = 2
+#: A request an interrupted sync left in flight counts as not stored only when it is at least this old: the
+#: server may still be applying a request whose client was killed a moment ago.
+RESUME_SETTLE_SECONDS = 5.0
 _SPLIT_ON = frozenset({400, 413, 422})
 _BODY_OPEN, _BODY_CLOSE = b'{"samples":[', b"]}"
 
@@ -81,6 +84,7 @@ class SampleUploader:
         save: Callable[[], None],
         advance: Callable[[int], None],
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._api = api
         self._evaluation_id = evaluation_id
@@ -88,6 +92,7 @@ class SampleUploader:
         self._save = save
         self._advance = advance
         self._sleep = sleep
+        self._clock = clock
         #: Rows this sync stored (read back or acknowledged).
         self.stored = 0
         self.requests = 0
@@ -101,6 +106,12 @@ class SampleUploader:
         ends = [int(intent["end"])] * len(keys)  # only the range's end matters once the rows are settled
         request = SampleRequest(int(intent["start"]), [b""] * len(keys), keys, ends)
         verdict = self._read_back(request)
+        young = RESUME_SETTLE_SECONDS - (self._clock() - float(intent.get("at", 0.0)))
+        if verdict == "absent" and young > 0:
+            # The server may still be working on a request whose client was just killed: give it time.
+            _logger.info("waiting %.0f s for the sample request an interrupted sync left to settle", young)
+            self._sleep(young)
+            verdict = self._read_back(request)
         if verdict == "absent":
             _logger.info("the %d sample rows an interrupted sync was sending were not stored", len(keys))
             self._ledger.sample_intent = None
@@ -110,7 +121,12 @@ class SampleUploader:
 
     def send(self, request: SampleRequest) -> None:
         for attempt in range(SEND_ATTEMPTS):
-            self._ledger.sample_intent = {"start": request.start, "end": request.end, "keys": list(request.keys)}
+            self._ledger.sample_intent = {
+                "start": request.start,
+                "end": request.end,
+                "keys": list(request.keys),
+                "at": self._clock(),
+            }
             self._save()
             self.requests += 1
             try:

@@ -153,9 +153,10 @@ def test_an_interrupted_sync_says_in_one_line_what_it_sent_and_the_next_one_send
     the next sync reads the rows back, finds them stored, and does not send them again."""
     name = f"interrupted-{how.name}"
     folder = offline_eval(name, 5)
-    platform.inspect.add_fault(method="POST", path="/api/v1/evaluations/*/samples", action="delay", delay_s=1.0)
+    platform.inspect.add_fault(method="POST", path="/api/v1/evaluations/*/samples", action="delay", delay_s=2.0)
     running = start_sync(folder)
-    wait_until(lambda: ledger(folder).get("sample_intent") is not None, "the samples POST to be in flight")
+    wait_until(lambda: ledger(folder).get("sample_intent") is not None, "the samples POST's intent")
+    time.sleep(0.5)  # the POST is at the server now, which holds it for two seconds
     running.send_signal(how)
     stdout, stderr = running.communicate(timeout=WAIT_SECONDS)
 
@@ -172,6 +173,33 @@ def test_an_interrupted_sync_says_in_one_line_what_it_sent_and_the_next_one_send
     assert returncode == 0, out + err
     assert "closed it as completed" in out and "may be missing" not in out
     assert platform.inspect.samples(run_id)["total"] == 5
+    assert requests_to(platform, run_id, "POST", "/samples") == 1
+
+
+def test_a_sync_resumed_at_once_waits_for_the_request_its_killed_predecessor_left_on_a_slow_server(
+    platform: LocalPlatform, runs_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The server takes four seconds to apply the samples POST; the sync that sent it is killed and a new one
+    starts before the server is done: it must not take "not stored yet" for "not stored"."""
+    folder = offline_eval("resumed-at-once", 4)
+    platform.inspect.add_fault(method="POST", path="/api/v1/evaluations/*/samples", action="delay", delay_s=4.0)
+    running = start_sync(folder)
+    wait_until(lambda: ledger(folder).get("sample_intent") is not None, "the samples POST to be in flight")
+    time.sleep(0.5)  # the POST is at the server now, which holds it for four seconds
+    running.send_signal(signal.SIGKILL)
+    running.communicate(timeout=WAIT_SECONDS)
+
+    returncode, out, err = sync_here(folder, capsys)
+
+    assert returncode == 0, out + err
+    run_id = run_named(platform, "resumed-at-once")
+
+    def held_post_ended() -> bool:
+        posts = platform.inspect.requests(limit=10_000, run_id=run_id)
+        return any(r.get("fault") and r["path"].endswith("/samples") for r in posts)
+
+    wait_until(held_post_ended, "the server to finish the POST it held")
+    assert platform.inspect.samples(run_id)["total"] == 4
     assert requests_to(platform, run_id, "POST", "/samples") == 1
 
 
