@@ -135,7 +135,8 @@ class SyncResult:
     closed_as: str | None = None
     #: Where the platform calls went (the API base URL the sync used).
     destination: str | None = None
-    #: Per sink, records the platform refused for good during this sync: reason -> count.
+    #: Per sink, records the platform refused for good: reason -> count (an offline folder's every sync reports
+    #: all of them; a spool's sync those refused during it).
     failed: dict[str, dict[str, int]] = field(default_factory=dict)
     #: Requests sent again after a failure (counted in ``requests`` too).
     retries: int = 0
