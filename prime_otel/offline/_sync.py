@@ -689,7 +689,7 @@ def sync_run_folder(folder: str | Path, options: SyncOptions | None = None) -> S
     if not (path / RUN_FILE).is_file():
         raise ConfigurationError(f"{path} is not a run folder (no {RUN_FILE})")
     lock = FolderLock(path, role="sync")
-    # Offline producers hold the lock while they write; a folder without one predates it (or is an online run's).
+    # Producers hold the lock while they write; a folder without one predates it.
     producers_lock = lock.path.exists()
     try:
         taken = lock.acquire(exclusive=True)
@@ -705,9 +705,8 @@ def sync_run_folder(folder: str | Path, options: SyncOptions | None = None) -> S
 
 def _sync_locked(path: Path, options: SyncOptions | None, *, producers_lock: bool) -> SyncResult:
     document = RunDocument.read(path / RUN_FILE)
-    trust_lock = producers_lock and document.mode == "offline"
-    if not document.finished and not trust_lock and document.producer_alive():
-        # A folder written before producers took its lock, or an online run's spool its producer still replays.
+    if not document.finished and not producers_lock and document.producer_alive():
+        # A folder written before producers took its lock.
         raise RunFolderBusy(
             f"{path}: the run is still being written by process {document.pid} on this host; "
             "sync it once that process has ended"

@@ -8,7 +8,7 @@ import logging
 import os
 import secrets
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from ..errors import ConfigurationError
 from ..exporters.otlp import OtlpMetricsSink, OtlpRecordSink, default_metric_exporter, default_span_exporter
 from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL
 from ..exporters.traces import upload_context
+from ..offline._lock import FolderLock
 from ..offline._run_document import producer_process, recorded_urls
 from ..offline._writer import RUN_FILE, OfflineRunWriter, offline_run_id
 from ..processors import TRAINING_PAUSE_SECONDS, RecordProcessor, StepMetricsUploader
@@ -165,6 +166,23 @@ def _run_spool(
     attached by id may share its folder with another handle of the run, so its spool is never removed."""
     name = f"{SPOOL_DIR}-{stream}" if owner else f"{SPOOL_DIR}-{stream}@{os.getpid()}"
     return RunSpool(run_folder, max_bytes, name=name, sinks=sinks, contain_disk_errors=True, removable=not attached)
+
+
+def _hold_run_folder(run_folder: Path) -> list[Callable[[], None]]:
+    """The run folder's lock, held shared while this process may write its spool: no sync replays a spool that
+    is still being written. Its release, for the run's closers (none when the lock could not be taken)."""
+    lock = FolderLock(run_folder, role="producer")
+    try:
+        taken = lock.acquire(exclusive=False)
+    except OSError as exc:
+        _logger.warning(
+            "the run folder %s cannot be locked (%s); a sync could run beside this process", run_folder, exc
+        )
+        return []
+    if not taken:
+        _logger.warning("a prime-otel sync is delivering %s while this process writes it", run_folder)
+        return []
+    return [lock.release]
 
 
 def _advertise(identity: RunIdentity, owner: bool) -> RunAdvertisement | None:
@@ -424,6 +442,9 @@ def _online_run(
             notes.note(f"opening the run's spool in {run_folder}", exc, surface=False)
             spool = metrics_spool = None
             with_spool = False
+    closers = [http.close]
+    if with_spool:
+        closers += _hold_run_folder(run_folder)
     pause = TRAINING_PAUSE_SECONDS if spec.kind == "train" else (EVAL_PAUSE_SECONDS if with_spool else None)
     slots = sink_slots(exporters, pause_seconds=pause, on_failure=notes.note_sink_failure, spool=spool)
     processor = RecordProcessor(slots, resource, spool=spool)
@@ -458,6 +479,6 @@ def _online_run(
             sync_folder=run_folder,
             tracer_provider=provider,
             advertisement=advertisement,
-            closers=[http.close],
+            closers=closers,
         )
     )
