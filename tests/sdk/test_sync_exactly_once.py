@@ -365,3 +365,24 @@ def test_a_sample_row_the_platform_refuses_costs_only_itself_and_is_counted_with
     again = sync_here(Path(run.folder or ""), capsys)
     assert again[0] == 2 and "nothing new" in again[1] and "refused 1 records for good" in again[1], again
     assert [r for r in platform.inspect.requests(limit=10_000) if r["seq"] > seen] == []
+
+
+def test_a_sync_of_a_live_online_runs_folder_is_refused_naming_its_producer(
+    platform: LocalPlatform, runs_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An online run's spool is still being written and replayed by its producer: a sync would race it."""
+    run = po.init(name="live-online", environments=["gsm8k"], model="m")
+    try:
+        run.log_episodes(fresh_records("eval", 2))
+        assert run.flush(timeout=30)
+        seen = last_seq(platform)
+
+        returncode, out, err = sync_here(runs_dir / run.id, capsys)
+
+        assert returncode == 1 and out == ""
+        assert f"still being written by its producer (process {os.getpid()} on {socket.gethostname()}" in err
+        assert [r for r in platform.inspect.requests(limit=10_000) if r["seq"] > seen] == []
+    finally:
+        report = run.finish()
+    assert report is not None and report.complete
+    assert platform.inspect.run(run.id)["num_episodes"] == 2
