@@ -4,8 +4,8 @@ Starts one local platform, runs the eval and training workloads through both SDK
 process, alternating order over rounds, medians reported), the Parquet and projection encoders in-process,
 the spool workload against a slow platform, prints one combined table and writes
 ``benchmarks/results/latest.json`` and ``latest.md`` (``latest-<parts>.*`` with ``--only``). The training
-memory soak (``memory``) and the gateway benchmark (``gateway``: ``bench_gateway.py``) run only when asked for with
-``--only``.
+memory soak (``memory``), the spool's disk use (``spooldisk``) and the gateway benchmark (``gateway``:
+``bench_gateway.py``) run only when asked for with ``--only``.
 """
 
 from __future__ import annotations
@@ -33,14 +33,15 @@ from benchmarks._parquet import parquet_section, run_parquet
 from benchmarks._projection import projection_section, run_projection
 from benchmarks._report import Section, render_markdown, render_text
 from benchmarks._spool import SpoolSettings, run_spool, spool_sections
+from benchmarks._spool_disk import SpoolDiskSettings, run_spool_disk, spool_disk_section
 from benchmarks._train import run_train, train_section
 from benchmarks._workload import train_steps
 from prime_otel.testing import start_local_platform
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PROFILE_LINES = 30
-PARTS = ("eval", "train", "parquet", "projection", "spool", "pacing", "memory", "gateway")
-OPTIONAL_PARTS = frozenset({"memory", "gateway"})  # only with --only
+PARTS = ("eval", "train", "parquet", "projection", "spool", "pacing", "spooldisk", "memory", "gateway")
+OPTIONAL_PARTS = frozenset({"memory", "spooldisk", "gateway"})  # only with --only
 SPOOL_EPISODES = 100_000
 
 
@@ -78,6 +79,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--pacing-limited-steps", type=int, default=30, help="pacing: training steps at the default limit (default 30)"
     )
+    parser.add_argument(
+        "--spool-disk-episodes", type=int, default=50_000, help="spooldisk: the delivered run (default 50,000)"
+    )
+    parser.add_argument("--spool-disk-outage", type=float, default=60.0, help="spooldisk: outage seconds (60)")
+    parser.add_argument("--spool-disk-rate", type=float, default=2.0, help="spooldisk: calls per second (2)")
+    parser.add_argument("--spool-disk-batch", type=int, default=50, help="spooldisk: episodes per call (50)")
     parser.add_argument("--memory-steps", type=int, default=4000, help="memory: training steps (default 4000)")
     parser.add_argument("--memory-per-step", type=int, default=8, help="memory: episodes per step (default 8)")
     parser.add_argument("--memory-window", type=int, default=500, help="memory: steps per RSS sample (default 500)")
@@ -158,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, Any] = {"environment": environment(), "settings": {k: str(v) for k, v in vars(args).items()}}
     sections: list[Section] = []
     with tempfile.TemporaryDirectory(prefix="prime-bench-") as scratch:
-        if {"eval", "train", "spool", "memory"} & set(parts):
+        if {"eval", "train", "spool", "spooldisk", "memory"} & set(parts):
             print(f"starting the local platform in {scratch} ...", flush=True)
             with start_local_platform(
                 Path(scratch) / "platform", samples_rate_limit=100000, metrics_rate_limit=100000
@@ -184,6 +191,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     )
                     results["spool"] = run_spool(harness, Path(scratch), settings)
                     sections += spool_sections(results["spool"])
+                if "spooldisk" in parts:
+                    disk = SpoolDiskSettings(
+                        args.spool_disk_episodes, args.spool_disk_outage, args.spool_disk_rate, args.spool_disk_batch
+                    )
+                    results["spooldisk"] = run_spool_disk(harness, Path(scratch), disk)
+                    sections.append(spool_disk_section(results["spooldisk"]))
                 if "memory" in parts:
                     soak = MemorySettings(
                         args.memory_steps,

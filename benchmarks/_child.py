@@ -43,8 +43,9 @@ class ChildSpec:
     window: int = 10_000  # spool: calls per progress sample; memory: steps per sample
     finish_timeout: float | None = None  # spool: finish(timeout=)
     pause_s: float = 0.0  # memory: the trainer's own work per step (a sleep)
-    rate: float = 100.0  # paced_eval: log_episodes calls per second
+    rate: float = 0.0  # paced_eval, spool_disk: log_episodes calls per second (spool_disk 0: as fast as it can)
     threads: int = 4  # threaded_train: trainer threads, each logging its own keys every step
+    batch: int = 100  # spool_disk: episodes per log_episodes call
 
     @classmethod
     def parse(cls, text: str) -> ChildSpec:
@@ -361,6 +362,62 @@ def run_spool(spec: ChildSpec) -> dict[str, Any]:
     }
 
 
+def folder_bytes(folder: Path) -> int:
+    """Bytes of every file under ``folder`` (0 when it is gone)."""
+    total = 0
+    for path in folder.rglob("*") if folder.exists() else ():
+        try:
+            total += path.stat().st_size if path.is_file() else 0
+        except FileNotFoundError:
+            continue
+    return total
+
+
+def run_spool_disk(spec: ChildSpec) -> dict[str, Any]:
+    """``spec.episodes`` JSON records in calls of ``spec.batch``, paced at ``spec.rate`` calls per second; the
+    spool's bytes on disk sampled every 0.1 s (peak), the run folder after ``finish()``, and the records' own size
+    (their compact JSON)."""
+    run = sdk_init(spec)(**{**EVAL_RUN, "name": "bench-spool-disk"})
+    runs_dir = Path(os.environ["PRIME_RUNS_DIR"])
+    run_folder = runs_dir / run.id
+    peak = 0
+    stop = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not stop.wait(0.1):
+            peak = max(peak, spool_bytes(run_folder))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    record_bytes = 0
+    began = time.perf_counter()
+    for call, first in enumerate(range(0, spec.episodes, spec.batch)):
+        records = [json_episode(index) for index in range(first, min(first + spec.batch, spec.episodes))]
+        record_bytes += sum(len(json.dumps(r, separators=(",", ":")).encode()) for r in records)
+        run.log_episodes(records)
+        if spec.rate > 0:
+            time.sleep(max(0.0, began + (call + 1) / spec.rate - time.perf_counter()))
+    logging_s = time.perf_counter() - began
+    report = run.finish(timeout=spec.finish_timeout)
+    stop.set()
+    sampler.join()
+    peak = max(peak, spool_bytes(run_folder))
+    return {
+        "run_id": run.id,
+        "logged": spec.episodes,
+        "logging_s": logging_s,
+        "record_bytes": record_bytes,
+        "peak_spool_bytes": peak,
+        "spool_bytes_at_end": spool_bytes(run_folder),
+        "run_folder_bytes_at_end": folder_bytes(run_folder),
+        "complete": bool(report is not None and report.complete),
+        "dropped_records": run.dropped_records,
+        "failed_records": dict(run.failed_records),
+        "report": report.to_dict() if report is not None else None,
+    }
+
+
 def arrow_pool() -> dict[str, Any]:
     """Arrow's default memory pool: its backend, the bytes it holds now and its peak (zeros before pyarrow is
     imported)."""
@@ -452,6 +509,7 @@ WORKLOADS: Mapping[str, Callable[[ChildSpec], dict[str, Any]]] = {
     "eval": run_eval,
     "train": run_train,
     "spool": run_spool,
+    "spool_disk": run_spool_disk,
     "memory": run_memory,
     "paced_eval": run_paced_eval,
     "threaded_train": run_threaded_train,

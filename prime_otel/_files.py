@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -17,5 +18,7 @@ def write_json_atomically(path: Path, document: Mapping[str, Any]) -> None:
             json.dump(document, out, ensure_ascii=False, indent=2)
         os.replace(temporary, path)
     except BaseException:
-        os.unlink(temporary)
+        # An interrupt (Ctrl-C, SIGTERM) may land just after the replace: the temporary is gone then.
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
         raise

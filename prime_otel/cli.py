@@ -50,9 +50,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _sync(args: argparse.Namespace) -> int:
-    """Exit 0 when everything is delivered, 2 when records may be missing or lines were unreadable, 1 on error."""
+    """Exit 0 when everything is delivered, 2 when records may be missing or lines were unreadable, 1 on error,
+    130 when interrupted (Ctrl-C or SIGTERM: one line says what was sent and how to resume)."""
+    import signal
+    import threading
+
     from .errors import PrimeRunsError, PrimeTracesError
     from .offline import SyncOptions, sync_run_folder
+    from .offline._sync import SyncInterrupted
 
     folder = Path(args.folder)
     if not folder.exists():
@@ -71,11 +76,30 @@ def _sync(args: argparse.Namespace) -> int:
         frontend_url=args.frontend_url,
         team_id=args.team_id,
     )
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, interrupt) if in_main_thread else None
     try:
         result = sync_run_folder(folder, options)
-    except (PrimeRunsError, PrimeTracesError) as exc:
+    except SyncInterrupted as exc:
+        print(exc.line, file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print("prime-otel sync: interrupted before anything was sent", file=sys.stderr)
+        return 130
+    except PrimeTracesError as exc:
+        # A platform answer that stopped the sync: the ledger moved only past what the platform acknowledged.
+        print(f"prime-otel sync: {exc}; what was not sent stays in the folder for the next sync", file=sys.stderr)
+        return 1
+    except PrimeRunsError as exc:
         print(f"prime-otel sync: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
     print(result.render())
     return 0 if result.complete else 2
 

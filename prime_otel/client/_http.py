@@ -168,6 +168,7 @@ class PlatformHTTP:
             # The internal router authenticates a hosted run's own token from this header.
             self._headers["x-api-key"] = api_key
         self._counters = RequestCounters()
+        self._retries = 0
         self._deadline = threading.local()
         self._client = LazyClient(
             lambda: httpx.Client(transport=transport or transport_for(base_url), follow_redirects=True, timeout=timeout)
@@ -180,6 +181,11 @@ class PlatformHTTP:
     @property
     def bytes_sent(self) -> int:
         return self._counters.bytes_sent
+
+    @property
+    def retries(self) -> int:
+        """Attempts that repeated a call after a failure (counted in :attr:`requests` too)."""
+        return self._retries
 
     def request(
         self,
@@ -222,6 +228,7 @@ class PlatformHTTP:
                     self._sleep(delay)
                 elif not wait(delay, self._sleep):
                     raise  # the sender must stop waiting (its run is finishing): this request was not sent
+                self._retries += 1
 
     def _attempt(
         self, method: str, url: str, body: bytes | None, timeout: httpx.Timeout | None, what: str, reached: bool

@@ -4,11 +4,17 @@ close the run with the status it recorded (as crashed when its producer died whi
 Where the data goes: an explicit flag, else the URL the run folder recorded, else the environment and
 ``~/.prime/config.json``, else the default. The folder's ``run.json`` is checked before anything is sent.
 
-A ledger (``sync.json`` in the folder) makes every step of an offline sync resumable and a second sync a
-no-op: the platform id is saved as soon as the run is registered, and byte offsets advance only past what
-the platform acknowledged. Prime Traces uploads are content-addressed, so a replay is always safe; the
-sample table is append-only, so a request that failed ambiguously is never resent: its rows are reported
-as possibly missing instead. A line that cannot be read costs only itself, reported with its line number.
+A ledger (``sync.json`` in the folder) makes every step of an offline sync resumable at any instant and a
+second sync a no-op: the platform id is saved as soon as the run is registered, byte offsets advance only past
+what the platform acknowledged, and the intent of every request that is not safe to repeat is written before
+it goes out. Prime Traces uploads are content-addressed and metric rows are kept one per step, so replaying
+those is always safe; a sample request left in flight is settled by reading the evaluation's rows back
+(``_sample_upload``); a step object is recorded by its key before its confirm, which is confirmed again
+(``_step_objects``); a finalize of a run already closed with that status is a success. A line that cannot be
+read costs only itself, reported with its line number.
+
+One sync per folder: a sync holds the folder's lock (``_lock``) exclusively, so it refuses to start while a
+producer still writes the folder (producers hold it shared) or another sync delivers it, and sends nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from .._sink import Sink
 from .._types import RunStatus
 from ..client import (
     EvaluationsAPI,
+    ObjectStorage,
     PlatformHTTP,
     TrainingRunsAPI,
     eval_dashboard_url,
@@ -36,12 +43,17 @@ from ..client import (
     training_dashboard_url,
 )
 from ..client._urls import normalize_traces_url
-from ..errors import ConfigurationError, ForbiddenError, is_ambiguous
+from ..errors import ConfigurationError, ForbiddenError, PrimeRunsError, is_ambiguous
+from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL
 from ..exporters.traces import upload_context
 from ..processors._spool import RunSpool, SpooledRecord
 from ..projection import ENVELOPE_BYTES, MAX_SAMPLES_PAYLOAD_BYTES, EncodedSample, pack_sample_requests
 from ..records import compact_json, stamp_run
-from ._run_document import RunDocument, RunDocumentError
+from ._lock import FolderLock, RunFolderBusy, held_by
+from ._progress import SyncProgress, interrupted_line
+from ._run_document import RunDocument
+from ._sample_upload import SampleRequest, SampleUploader, row_key
+from ._step_objects import StepEpisodes, StepObjectUploader
 from ._writer import EPISODES_FILE, METRICS_FILE, RUN_FILE, SAMPLES_FILE, TRACES_FILE
 
 _logger = logging.getLogger("prime_otel")
@@ -49,6 +61,8 @@ _logger = logging.getLogger("prime_otel")
 LEDGER_FILE = "sync.json"
 _SERVICE_NOT_ENABLED = "service_not_enabled"
 _SHOWN_UNREADABLE_LINES = 20
+#: The ledger's count of episodes Prime Traces acknowledged (the summary's ``traces_episodes_written``).
+_EPISODES_WRITTEN = "traces_episodes"
 CRASHED_ERROR = "the producer stopped while the run was running (closed by prime-otel sync)"
 
 
@@ -73,6 +87,14 @@ class SyncLedger:
     unreadable: list[dict[str, Any]] = field(default_factory=list)
     traces_not_enabled: bool = False
     closed: bool = False
+    #: The sample request that may be in flight: its file range and row keys (see ``_sample_upload``).
+    sample_intent: dict[str, Any] | None = None
+    #: Per training step (as text): the sample object's key, and whether its confirm was answered.
+    steps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Per sink, records the platform refused for good: reason -> count.
+    refused: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Per sink, records delivered by every sync of the folder so far.
+    delivered: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def load(cls, folder: Path) -> SyncLedger:
@@ -113,8 +135,11 @@ class SyncResult:
     closed_as: str | None = None
     #: Where the platform calls went (the API base URL the sync used).
     destination: str | None = None
-    #: Per sink, records the platform refused for good during this sync: reason -> count.
+    #: Per sink, records the platform refused for good: reason -> count (an offline folder's every sync reports
+    #: all of them; a spool's sync those refused during it).
     failed: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: Requests sent again after a failure (counted in ``requests`` too).
+    retries: int = 0
 
     @property
     def complete(self) -> bool:
@@ -124,7 +149,8 @@ class SyncResult:
     def render(self) -> str:
         parts = ", ".join(f"{name} {count}" for name, count in self.uploaded.items()) or "nothing new"
         where = f" ({self.url})" if self.url else ""
-        text = f"Synced run {self.run_id}{where}: {parts}; {self.requests} requests"
+        retried = f" ({self.retries} retried)" if self.retries else ""
+        text = f"Synced run {self.run_id}{where}: {parts}; {self.requests} requests{retried}"
         if self.destination:
             text += f" to {self.destination}"
         if self.closed_as:
@@ -204,6 +230,14 @@ def _json_object(line: _Line) -> tuple[dict[str, Any], bool]:
     return value, bool(non_finite)
 
 
+class SyncInterrupted(PrimeRunsError):
+    """Ctrl-C or SIGTERM stopped a sync; :attr:`line` says what was sent and how to resume."""
+
+    def __init__(self, line: str) -> None:
+        super().__init__(line)
+        self.line = line
+
+
 class OfflineRunSync:
     def __init__(self, document: RunDocument, settings: Settings) -> None:
         self.document = document
@@ -212,9 +246,11 @@ class OfflineRunSync:
         self.kind = document.kind
         self.ledger = SyncLedger.load(self.folder)
         self.http = PlatformHTTP(api_key=settings.api_key, base_url=settings.base_url)
+        self.storage = ObjectStorage()
         self.uploaded: dict[str, int] = {}
         self._traces_requests = 0
         self._closed_as: str | None = None
+        self._progress = SyncProgress(str(self.folder))
         # Per file, the offset past the last line read (sent or skipped as unreadable) by this sync.
         self._read_to: dict[str, int] = {}
 
@@ -227,20 +263,38 @@ class OfflineRunSync:
             if self.kind == "eval":
                 self._upload_samples()
             else:
+                self._upload_step_objects()
                 self._upload_metrics()
             self._close()
+        except KeyboardInterrupt:
+            raise SyncInterrupted(interrupted_line(str(self.folder), self.uploaded, self._requests())) from None
         finally:
             self.http.close()
+            self.storage.close()
         return SyncResult(
             run_id=self.ledger.platform_id,
             url=url,
-            requests=self.http.requests + self._traces_requests,
+            requests=self._requests(),
             uploaded=self.uploaded,
             possibly_missing=self.ledger.possibly_missing,
             unreadable=self.ledger.unreadable,
             closed_as=self._closed_as,
             destination=self.settings.base_url,
+            # Refusals are final: every sync of the folder reports them, like unreadable lines.
+            failed={sink: dict(reasons) for sink, reasons in self.ledger.refused.items()},
+            retries=self.http.retries,
         )
+
+    def _requests(self) -> int:
+        return self.http.requests + self._traces_requests + self.storage.requests
+
+    def _count(self, name: str, records: int, *, sink: str | None = None) -> None:
+        """``records`` of file ``name`` reached the platform (through ``sink``, counted across syncs)."""
+        if records:
+            self.uploaded[name] = self.uploaded.get(name, 0) + records
+            if sink is not None:
+                self.ledger.delivered[sink] = self.ledger.delivered.get(sink, 0) + records
+        self._progress.update(self.uploaded, self._requests(), self.http.retries)
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -288,10 +342,13 @@ class OfflineRunSync:
         self.ledger.save(self.folder)
         return opened.url
 
-    def _readable(self, name: str) -> Iterator[tuple[_Line, dict[str, Any], bool]]:
-        """The lines of ``name`` not synced yet that hold a JSON object; the others are noted in the ledger."""
-        for line in _lines_from(self.folder / name, self.ledger.offsets.get(name, 0)):
-            self._read_to[name] = line.end
+    def _readable(self, name: str, offset: int | None = None) -> Iterator[tuple[_Line, dict[str, Any], bool]]:
+        """The lines of ``name`` not synced yet (or from ``offset``) that hold a JSON object; the others are
+        noted in the ledger."""
+        start = self.ledger.offsets.get(name, 0) if offset is None else offset
+        for line in _lines_from(self.folder / name, start):
+            if offset is None:
+                self._read_to[name] = line.end
             try:
                 value, nullified = _json_object(line)
             except _Unreadable as exc:
@@ -310,8 +367,6 @@ class OfflineRunSync:
             committed = self._send_traces(name, lines, line_format, [line.end for line, _, _ in pending])
         if committed == len(lines) and not self.ledger.traces_not_enabled:
             self._advance(name, self._read_to.get(name, 0))
-        if committed:
-            self.uploaded[name] = self.uploaded.get(name, 0) + committed
 
     def _send_traces(self, name: str, lines: list[bytes], line_format: LineFormat, ends: list[int]) -> int:
         client = traces_client(
@@ -323,7 +378,13 @@ class OfflineRunSync:
             nonlocal committed
             committed += batch.num_lines
             self._traces_requests += 1
-            self._advance(name, ends[committed - 1])
+            self.ledger.offsets[name] = max(self.ledger.offsets.get(name, 0), ends[committed - 1])
+            self._count(name, batch.num_lines, sink="traces")
+            if line_format is LineFormat.EPISODE:
+                self.ledger.delivered[_EPISODES_WRITTEN] = self.ledger.delivered.get(_EPISODES_WRITTEN, 0) + (
+                    batch.num_lines
+                )
+            self.ledger.save(self.folder)
 
         try:
             client.upload_lines(lines, line_format=line_format, context=self._context(), on_batch=on_batch)
@@ -347,43 +408,93 @@ class OfflineRunSync:
 
     def _upload_samples(self) -> None:
         assert self.ledger.platform_id is not None
-        api = EvaluationsAPI(self.http)
-        for end, body, rows in self._sample_requests():
-            try:
-                api.append_samples(self.ledger.platform_id, body)
-            except Exception as exc:
-                if not is_ambiguous(exc):
-                    raise
-                start = self.ledger.offsets.get(SAMPLES_FILE, 0)
-                self.ledger.possibly_missing.append({"file": SAMPLES_FILE, "start": start, "end": end, "rows": rows})
-                _logger.warning("%d sample rows may be missing: the request failed ambiguously and is not resent", rows)
-            else:
-                self.uploaded[SAMPLES_FILE] = self.uploaded.get(SAMPLES_FILE, 0) + rows
-            self._advance(SAMPLES_FILE, end)
+        uploader = SampleUploader(
+            EvaluationsAPI(self.http),
+            self.ledger.platform_id,
+            self.ledger,
+            save=lambda: self.ledger.save(self.folder),
+            advance=lambda end: self._advance(SAMPLES_FILE, end),
+        )
+        uploader.resume()
+        for request in self._sample_requests():
+            before = uploader.stored
+            uploader.send(request)
+            self._count(SAMPLES_FILE, uploader.stored - before)
         self._advance(SAMPLES_FILE, self._read_to.get(SAMPLES_FILE, 0))
 
-    def _sample_requests(self) -> Iterator[tuple[int, bytes, int]]:
-        """The rows not yet sent, packed like the live sink packs them: (offset past the last row, body, rows)."""
+    def _sample_requests(self) -> Iterator[SampleRequest]:
+        """The rows not yet sent, packed like the live sink packs them, each request with its file range."""
         lines: list[_Line] = []
         samples: list[EncodedSample] = []
+        start = self.ledger.offsets.get(SAMPLES_FILE, 0)
         for line, value, nullified in self._readable(SAMPLES_FILE):
             data = compact_json(value) if nullified else line.data.rstrip(b"\n")
             if ENVELOPE_BYTES + len(data) > MAX_SAMPLES_PAYLOAD_BYTES:
                 self.ledger.note_unreadable(SAMPLES_FILE, line.number, f"too large to upload ({len(data)} bytes)")
                 continue
-            samples.append(EncodedSample(row={}, data=data, source=len(lines)))
+            samples.append(EncodedSample(row=value, data=data, source=len(lines)))
             lines.append(line)
         for request in pack_sample_requests(samples):
-            yield lines[request.indices[-1]].end, request.body, request.rows
+            rows = [samples[index] for index in request.indices]
+            ends = [lines[index].end for index in request.indices]
+            yield SampleRequest(start, [row.data for row in rows], [row_key(row.row) for row in rows], ends)
+            start = ends[-1]
+
+    def _upload_step_objects(self) -> None:
+        """One Parquet object per sampled step, built from every episode of the step the folder holds."""
+        assert self.ledger.platform_id is not None
+        uploader = StepObjectUploader(
+            TrainingRunsAPI(self.http),
+            self.storage,
+            self.ledger.platform_id,
+            self.ledger,
+            save=lambda: self.ledger.save(self.folder),
+        )
+        if not uploader.available:
+            _logger.warning(
+                "pyarrow is not installed, so training samples are not uploaded as Parquet (install prime-otel[train])"
+            )
+            return
+        steps = StepEpisodes(self.document.samples_step_interval or DEFAULT_STEP_INTERVAL)
+        for _, value, _ in self._readable(EPISODES_FILE, offset=0):
+            steps.add(stamp_run(value, self.ledger.platform_id, self.kind))
+        uploader.upload(steps, on_step=lambda: self._count("step objects", 1))
 
     def _upload_metrics(self) -> None:
         assert self.ledger.platform_id is not None
         api = TrainingRunsAPI(self.http)
         for line, row, _ in self._readable(METRICS_FILE):
             api.post_metrics(self.ledger.platform_id, row)
-            self.uploaded[METRICS_FILE] = self.uploaded.get(METRICS_FILE, 0) + 1
-            self._advance(METRICS_FILE, line.end)
+            self.ledger.offsets[METRICS_FILE] = line.end
+            self._count(METRICS_FILE, 1, sink="rft_metrics")
+            self.ledger.save(self.folder)
         self._advance(METRICS_FILE, self._read_to.get(METRICS_FILE, 0))
+
+    def _platform_summary(self) -> dict[str, Any] | None:
+        """The recorded summary with the blocks a live eval run adds: the receipt-backed episode count and
+        what each sink delivered (as the run's delivery report counts it)."""
+        summary = dict(self.document.summary)
+        if self.kind != "eval":
+            return summary or None
+        existing = summary.get("prime_runs")
+        block = dict(existing) if isinstance(existing, dict) else {}
+        block["traces_episodes_written"] = self.ledger.delivered.get(_EPISODES_WRITTEN, 0)
+        missing = sum(int(entry.get("rows", 0)) for entry in self.ledger.possibly_missing)
+        sinks = {"traces": 0, SampleUploader.sink: missing}
+        block["delivery"] = {
+            sink: {
+                "delivered": self.ledger.delivered.get(sink, 0),
+                "failed": sum(self.ledger.refused.get(sink, {}).values()),
+                "dropped": 0,
+                "spooled": 0,
+                "replayed": 0,
+                "still_spooled": 0,
+                "possibly_missing": possibly_missing,
+            }
+            for sink, possibly_missing in sinks.items()
+        }
+        summary["prime_runs"] = block
+        return summary
 
     def _close(self) -> None:
         if self.ledger.closed:
@@ -396,7 +507,7 @@ class OfflineRunSync:
             self._backend(),
             self.ledger.platform_id,
             status,
-            summary=self.document.summary,
+            summary=self._platform_summary(),
             error=error,
             config=self.document.config,
         )
@@ -431,6 +542,7 @@ class SpoolSync:
         closing_requests = 0
         streams = self._sinks()
         sinks = {sink.name: sink for stream in streams.values() for sink in stream}
+        progress = SyncProgress(str(self.folder))
         try:
             for spool in _open_spools(self.folder):
                 # A spool whose ledger was never written (the producer died before its first outcome) declares
@@ -448,7 +560,9 @@ class SpoolSync:
                         return [RecordSpan(record.record, resource, 0) for record in records]
 
                     while slot.pending and slot.replay(build, force=True):
-                        pass
+                        sent_so_far = {**uploaded, name: spool.sink(name).replayed - before}
+                        requests = sum(sink.stats.requests for sink in sinks.values())
+                        progress.update(sent_so_far, requests, self.http.retries)
                     spool.save()
                     sent = spool.sink(name).replayed - before
                     if sent:
@@ -464,9 +578,13 @@ class SpoolSync:
                         raise ConfigurationError(
                             f"the {name} sink could not take {slot.pending} spooled records now; run sync again later"
                         )
+                spool.discard_if_delivered()  # every record reached every sink: nothing of it stays on disk
             before_close = self.http.requests
             closed_as = self._close()
             closing_requests = self.http.requests - before_close
+        except KeyboardInterrupt:
+            sent = sum(sink.stats.requests for sink in sinks.values()) + self.http.requests
+            raise SyncInterrupted(interrupted_line(str(self.folder), uploaded, sent)) from None
         finally:
             for sink in sinks.values():
                 sink.close()
@@ -481,6 +599,7 @@ class SpoolSync:
             closed_as=closed_as,
             destination=self.settings.base_url,
             failed=failed,
+            retries=self.http.retries,
         )
 
     def _url(self) -> str:
@@ -562,13 +681,33 @@ def sync_settings(document: RunDocument, options: SyncOptions) -> Settings:
 
 
 def sync_run_folder(folder: str | Path, options: SyncOptions | None = None) -> SyncResult:
-    """Sync an offline run, or deliver an online run's spool; either way a second sync sends nothing."""
+    """Sync an offline run, or deliver an online run's spool; either way a second sync sends nothing.
+
+    The folder's lock is held for the whole sync: a folder whose producer still writes it, or that another sync
+    is delivering, is refused before anything is sent (:class:`RunFolderBusy`)."""
     path = Path(folder)
     if not (path / RUN_FILE).is_file():
         raise ConfigurationError(f"{path} is not a run folder (no {RUN_FILE})")
+    lock = FolderLock(path, role="sync")
+    # Producers hold the lock while they write; a folder without one predates it.
+    producers_lock = lock.path.exists()
+    try:
+        taken = lock.acquire(exclusive=True)
+    except OSError as exc:
+        raise ConfigurationError(f"{path}: its lock cannot be taken ({exc.strerror or exc})") from None
+    if not taken:
+        raise RunFolderBusy(f"{path} is {held_by(lock)}; nothing was sent. Sync it once that process has ended")
+    try:
+        return _sync_locked(path, options, producers_lock=producers_lock)
+    finally:
+        lock.release()
+
+
+def _sync_locked(path: Path, options: SyncOptions | None, *, producers_lock: bool) -> SyncResult:
     document = RunDocument.read(path / RUN_FILE)
-    if not document.finished and document.producer_alive():
-        raise RunDocumentError(
+    if not document.finished and not producers_lock and document.producer_alive():
+        # A folder written before producers took its lock.
+        raise RunFolderBusy(
             f"{path}: the run is still being written by process {document.pid} on this host; "
             "sync it once that process has ended"
         )

@@ -24,6 +24,7 @@ from .._files import write_json_atomically
 from .._types import RunKind
 from ..projection import encode_samples
 from ..records import EncodedRecord, UnencodableRecord, compact_json, encode_record, is_episode
+from ._lock import FolderLock
 
 RUN_FILE = "run.json"
 EPISODES_FILE = "episodes.jsonl"
@@ -81,6 +82,11 @@ class OfflineRunWriter:
         self.stopped_because: str | None = None
         self._rollout_numbers: dict[Any, int] = {}
         folder.mkdir(parents=True, exist_ok=True)
+        # Held (shared with the run's other processes) while this process may write: no sync reads a folder
+        # that is still being written.
+        self._lock = FolderLock(folder, role="producer")
+        if not self._lock.acquire(exclusive=False):
+            _logger.warning("a prime-otel sync is delivering %s while this process writes it", folder)
         existing = folder / RUN_FILE
         self._document: dict[str, Any] = json.loads(existing.read_text(encoding="utf-8")) if existing.exists() else {}
 
@@ -117,7 +123,7 @@ class OfflineRunWriter:
     def _write_record(self, record: Any, encoded: EncodedRecord) -> None:
         episode = is_episode(record)
         self._append(EPISODES_FILE if episode else TRACES_FILE, encoded.stamped(self.run_id, self.kind))
-        if episode and self.kind == "eval" and not isinstance(record, Mapping):
+        if episode and self.kind == "eval":
             for sample in encode_samples([record], self._rollout_numbers, records=[encoded]):
                 self._append(SAMPLES_FILE, sample.data)
 
@@ -129,6 +135,10 @@ class OfflineRunWriter:
             self._append(METRICS_FILE, compact_json(row))
         except OSError:
             self.failed += 1
+
+    def close(self) -> None:
+        """This process writes no more: a sync may take the folder once every process of the run closed."""
+        self._lock.release()
 
     @property
     def failure_reasons(self) -> dict[str, int]:

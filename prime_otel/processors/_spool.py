@@ -9,6 +9,11 @@ flight, so a later replay never resends what may already have been applied to a 
 Layout under ``<run folder>/spool/``: ``log-<first seq>.jsonl`` segments of ``{"s": seq, "k": kind,
 "r": record}`` lines, and ``ledger.json``.
 
+The spool bounds the backlog, not the history: a segment whose every record each sink has settled is deleted
+once the ledger saying so is on disk, and ``max_bytes`` counts the segments still on disk (so what was
+delivered no longer counts; the granularity is one segment, at most a sixteenth of the cap). At the end of a
+run that delivered every record to every sink, :meth:`RunSpool.discard_if_delivered` removes the spool.
+
 A live run's spool contains disk errors (``contain_disk_errors``): a log write that fails (a full disk) is cut
 back to the last whole line and the spool keeps no more records (what it holds is still replayed); a ledger
 that cannot be saved any more would let a later sync resend what a non-idempotent sink already stored, so the
@@ -22,6 +27,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import threading
 import time
 from array import array
@@ -40,7 +46,11 @@ _logger = logging.getLogger("prime_otel")
 SPOOL_DIR = "spool"
 LEDGER_FILE = "ledger.json"
 SEGMENT_PREFIX = "log-"
-SEGMENT_BYTES = 64 * 1024 * 1024
+SEGMENT_BYTES = 8 * 1024 * 1024
+MIN_SEGMENT_BYTES = 64 * 1024
+#: The log is cut into segments of at most this share of the cap, so that what every sink settled is freed
+#: (segment by segment) long before the cap is reached.
+SEGMENTS_PER_CAP = 16
 LEDGER_SAVE_INTERVAL_SECONDS = 0.5
 DEFAULT_SPOOL_MAX_BYTES = 4 * 1024 * 1024 * 1024
 SET_ASIDE_PREFIX = "unsynced-"
@@ -60,6 +70,21 @@ class SeqSet:
         self._count = 0
         self._low = 0  # no member is below this
         self.update(seqs)
+
+    def any_in(self, start: int, stop: int) -> bool:
+        """Whether a member lies in ``[start, stop)``; whole bytes are scanned at once."""
+        if not self._count:
+            return False
+        stop = min(stop, len(self._bits) * 8)
+        seq = max(start, 0)
+        while seq < stop and seq & 7:
+            if seq in self:
+                return True
+            seq += 1
+        whole_stop = stop & ~7
+        if seq < whole_stop and _NONZERO_BYTE.search(self._bits, seq >> 3, whole_stop >> 3) is not None:
+            return True
+        return any(member in self for member in range(max(seq, whole_stop), stop))
 
     def __contains__(self, seq: object) -> bool:
         if not isinstance(seq, int) or seq < 0:
@@ -262,6 +287,7 @@ class RunSpool:
         name: str = SPOOL_DIR,
         sinks: Sequence[str] = (),
         contain_disk_errors: bool = False,
+        removable: bool = True,
     ) -> None:
         self.run_folder = run_folder
         self.name = name
@@ -269,17 +295,24 @@ class RunSpool:
         self.sinks = list(sinks)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.max_bytes = max_bytes
-        #: Records the spool did not keep, and why (it stays that way: a spool never empties while it lives).
+        #: Records the spool did not keep, and why (the first reason; a full cap lasts while the backlog fills it).
         self.refused = 0
         self.refusal_reason: str | None = None
+        #: Set once a write failed: from then on the spool keeps nothing more (a full cap only lasts while it is full).
+        self._stopped = False
+        self._discarded = False
         #: Where the spool's files went when its ledger could not be saved (see the module docstring).
         self.set_aside_to: Path | None = None
         self._contain_disk_errors = contain_disk_errors
+        #: False when another run handle may share this folder (a run attached by id): it is never removed.
+        self._removable = removable
         self._lock = threading.Lock()
         self._sinks: dict[str, SinkLedger] = {}
         self._next_seq = 0
         self._index = _LogIndex()
         self._bytes = 0
+        self._segment_sizes: dict[Path, int] = {}
+        self._segment_limit = max(MIN_SEGMENT_BYTES, min(SEGMENT_BYTES, max_bytes // SEGMENTS_PER_CAP))
         self._segment: Path | None = None
         self._segment_bytes = 0
         self._last_save = 0.0
@@ -300,6 +333,7 @@ class RunSpool:
             name=f"{base}@{os.getpid()}",
             sinks=self.sinks,
             contain_disk_errors=self._contain_disk_errors,
+            removable=self._removable,
         )
 
     # -- the log ---------------------------------------------------------------------------------
@@ -335,6 +369,7 @@ class RunSpool:
                 self._next_seq = max(self._next_seq, seq + 1)
                 offset += len(raw)
         self._bytes += offset
+        self._segment_sizes[path] = offset
         self._segment, self._segment_bytes = path, offset
         if path.stat().st_size > offset:
             self._segment = None
@@ -343,13 +378,19 @@ class RunSpool:
     def append(self, kind: str | Sequence[str], encoded_records: Sequence[bytes]) -> list[int] | None:
         """Log records (compact JSON, unstamped) of one kind, or of the kind given for each; their seqs, or None when
         the spool is full (nothing written)."""
+        if self._bytes >= self.max_bytes and not self._stopped:
+            self.save_soon()  # frees the segments every sink settled since the last save
         with self._lock:
-            if self.refusal_reason is None and self._bytes >= self.max_bytes:
+            full = self._bytes >= self.max_bytes
+            if full and self.refusal_reason is None:
                 self.refusal_reason = SPOOL_FULL
                 _logger.warning(
-                    "the spool at %s is full (%d bytes): it keeps no more records", self.folder, self._bytes
+                    "the spool at %s is full (%d bytes not yet delivered to every sink): it keeps no more records "
+                    "until the sinks catch up",
+                    self.folder,
+                    self._bytes,
                 )
-            if self.refusal_reason is not None:
+            if full or self._stopped:
                 self.refused += len(encoded_records)
                 return None
             first = self._next_seq
@@ -359,7 +400,7 @@ class RunSpool:
                 b'{"s":%d,"k":%s,"r":%s}\n' % (first + offset, kind_json[name], data)
                 for offset, (name, data) in enumerate(zip(kinds, encoded_records, strict=True))
             ]
-            if self._segment is None or self._segment_bytes >= SEGMENT_BYTES:
+            if self._segment is None or self._segment_bytes >= self._segment_limit:
                 self._segment, self._segment_bytes = self.folder / f"{SEGMENT_PREFIX}{first:012d}.jsonl", 0
             try:
                 _append_whole(self._segment, b"".join(lines), self._segment_bytes)
@@ -375,6 +416,7 @@ class RunSpool:
                 self._index.add(seq, self._segment, offset)
                 offset += len(line)
             self._bytes += offset - self._segment_bytes
+            self._segment_sizes[self._segment] = offset
             self._segment_bytes = offset
             return list(range(first, first + len(lines)))
 
@@ -390,7 +432,13 @@ class RunSpool:
                 if path != current:
                     if handle is not None:
                         handle.close()
-                    handle, current = path.open("rb"), path
+                        handle = None
+                    current = path
+                    if path not in self._segment_sizes:
+                        continue  # freed: every sink had settled its records
+                    handle = path.open("rb")
+                if handle is None:
+                    continue
                 assert handle is not None
                 handle.seek(offset)
                 found.append(SpooledRecord.from_line(handle.readline()))
@@ -420,7 +468,8 @@ class RunSpool:
             self.save()
 
     def save(self) -> None:
-        if self.set_aside_to is not None:
+        """Write the ledger, then free the segments it says every sink settled."""
+        if self.set_aside_to is not None or self._discarded:
             return
         self._last_save = time.monotonic()
         with self._lock:
@@ -435,11 +484,63 @@ class RunSpool:
             if not self._contain_disk_errors:
                 raise
             self._set_aside(exc)
+            return
+        self._free_settled_segments()
+
+    def _free_settled_segments(self) -> None:
+        """Delete every closed segment whose records each sink settled (delivered, failed or possibly missing):
+        the ledger on disk already says so, so neither a replay nor a sync will ever read them."""
+        with self._lock:
+            names = set(self.sinks) | set(self._sinks)
+            ledgers = [self._sinks.get(name) for name in names]
+            if not names or any(ledger is None for ledger in ledgers):
+                return
+            segments = sorted((int(path.stem[len(SEGMENT_PREFIX) :]), path) for path in self._segment_sizes)
+            for position, (start, path) in enumerate(segments):
+                if path == self._segment:
+                    break  # the one being appended to, and any after it, stay
+                stop = segments[position + 1][0] if position + 1 < len(segments) else self._next_seq
+                if not all(_settled(ledger, start, stop) for ledger in ledgers if ledger is not None):
+                    continue
+                try:
+                    path.unlink()
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    _logger.warning("could not free the delivered spool segment %s: %s", path, exc)
+                    continue
+                self._bytes -= self._segment_sizes.pop(path)
+
+    def discard_if_delivered(self) -> bool:
+        """At the end of a run: when every sink delivered every logged record (nothing pending, failed, possibly
+        missing or unanswered), the spool is removed from disk. Whether it was."""
+        with self._lock:
+            if self.set_aside_to is not None or self._discarded or not self._removable:
+                return self._discarded
+            for name in set(self.sinks) | set(self._sinks):
+                ledger = self._sinks.get(name)
+                if ledger is None:
+                    if self._next_seq:
+                        return False
+                    continue
+                undelivered = ledger.pending or ledger.missing or ledger.inflight or ledger.sending
+                if undelivered or ledger.failed or ledger.through < self._next_seq:
+                    return False
+            try:
+                shutil.rmtree(self.folder)
+            except OSError as exc:
+                _logger.warning("could not remove the delivered spool %s: %s", self.folder, exc)
+                return False
+            self._discarded = True
+            self._bytes = 0
+            self._segment_sizes.clear()
+            return True
 
     def _stop_keeping(self, error: OSError) -> None:
         """Called with the lock held, once a write failed: the spool keeps nothing more from now on."""
-        if self.refusal_reason is not None:
+        if self._stopped:
             return
+        self._stopped = True
         self.refusal_reason = (
             DISK_FULL if error.errno in _DISK_FULL_ERRORS else f"spool not writable: {error.strerror or error}"
         )
@@ -466,6 +567,7 @@ class RunSpool:
                 target = self.folder
             else:
                 self._index.move(target)
+                self._segment_sizes = {target / path.name: size for path, size in self._segment_sizes.items()}
                 self.folder = target
                 self._segment = None
                 _logger.warning(
@@ -588,6 +690,13 @@ class RunSpool:
             ledger.sending.difference_update(done)
         if dispatched and seqs:
             ledger.through = max(ledger.through, max(seqs) + 1)
+
+
+def _settled(ledger: SinkLedger, start: int, stop: int) -> bool:
+    """Whether the sink has an outcome that needs no replay for every seq in ``[start, stop)``."""
+    if stop > ledger.through or ledger.pending.any_in(start, stop):
+        return False
+    return not any(start <= seq < stop for seq in (*ledger.inflight, *ledger.sending))
 
 
 def _append_whole(segment: Path, data: bytes, size_before: int) -> None:

@@ -550,6 +550,7 @@ class Uploader(Generic[RecordT]):
             return False
         if self.spool is not None:
             self.spool.save()
+            self.spool.discard_if_delivered()  # nothing stays on disk of a spool whose every record was delivered
         for slot in self.slots:
             try:
                 slot.exporter.close()

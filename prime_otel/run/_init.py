@@ -8,7 +8,7 @@ import logging
 import os
 import secrets
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -56,6 +56,7 @@ from ..exporters.otlp import (
 from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL
 from ..exporters.tee import OtlpTee, tee_endpoint, tee_exporters, tee_protocol
 from ..exporters.traces import upload_context
+from ..offline._lock import FolderLock
 from ..offline._run_document import producer_process, recorded_urls
 from ..offline._writer import RUN_FILE, OfflineRunWriter, offline_run_id
 from ..processors import TRAINING_PAUSE_SECONDS, RecordProcessor, StepMetricsUploader
@@ -64,6 +65,7 @@ from ..resources import RunAdvertisement, RunIdentity, detect_rank, inherited_ru
 from ._containment import ErrorNotes, OnError
 from ._offline_spans import OfflineRecordSpans
 from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run, RunParts
+from ._spool_home import online_runs_dir
 
 _logger = logging.getLogger("prime_otel")
 
@@ -186,7 +188,15 @@ def init(
     if resolved_mode == "disabled":
         return _disabled_run(spec, id, on_error)
     if resolved_mode == "offline":
-        return _offline_run(spec, settings, id or (joined.id if joined else None), joined is None, on_error, budget)
+        return _offline_run(
+            spec,
+            settings,
+            id or (joined.id if joined else None),
+            joined is None,
+            on_error,
+            budget,
+            step_interval=samples_step_interval,
+        )
     return _online_run(
         spec,
         settings,
@@ -206,10 +216,30 @@ def init(
     )
 
 
-def _run_spool(run_folder: Path, stream: str, sinks: list[str], max_bytes: int, owner: bool) -> RunSpool:
-    """One spool per uploader; processes that only joined the run keep their own, beside the owner's."""
+def _run_spool(
+    run_folder: Path, stream: str, sinks: list[str], max_bytes: int, owner: bool, *, attached: bool = False
+) -> RunSpool:
+    """One spool per uploader; processes that only joined the run keep their own, beside the owner's. A run
+    attached by id may share its folder with another handle of the run, so its spool is never removed."""
     name = f"{SPOOL_DIR}-{stream}" if owner else f"{SPOOL_DIR}-{stream}@{os.getpid()}"
-    return RunSpool(run_folder, max_bytes, name=name, sinks=sinks, contain_disk_errors=True)
+    return RunSpool(run_folder, max_bytes, name=name, sinks=sinks, contain_disk_errors=True, removable=not attached)
+
+
+def _hold_run_folder(run_folder: Path) -> list[Callable[[], None]]:
+    """The run folder's lock, held shared while this process may write its spool: no sync replays a spool that
+    is still being written. Its release, for the run's closers (none when the lock could not be taken)."""
+    lock = FolderLock(run_folder, role="producer")
+    try:
+        taken = lock.acquire(exclusive=False)
+    except OSError as exc:
+        _logger.warning(
+            "the run folder %s cannot be locked (%s); a sync could run beside this process", run_folder, exc
+        )
+        return []
+    if not taken:
+        _logger.warning("a prime-otel sync is delivering %s while this process writes it", run_folder)
+        return []
+    return [lock.release]
 
 
 def _advertise(identity: RunIdentity, owner: bool) -> RunAdvertisement | None:
@@ -317,7 +347,14 @@ def _disabled_run(spec: RunSpec, run_id: str | None, on_error: OnError) -> Run:
 
 
 def _offline_run(
-    spec: RunSpec, settings: Settings, run_id: str | None, owner: bool, on_error: OnError, budget: float
+    spec: RunSpec,
+    settings: Settings,
+    run_id: str | None,
+    owner: bool,
+    on_error: OnError,
+    budget: float,
+    *,
+    step_interval: int,
 ) -> Run:
     check_runs_dir(settings.runs_dir)
     identity = RunIdentity(id=run_id or offline_run_id(), kind=spec.kind, name=spec.name)
@@ -338,6 +375,7 @@ def _offline_run(
                 "team_id": spec.team_id,
                 "config": spec.config,
                 "training": vars(spec.training) if spec.training else None,
+                "samples_step_interval": step_interval,
                 **recorded_urls(settings, registered=False),
                 **producer_process(),
             }
@@ -361,6 +399,7 @@ def _offline_run(
             advertisement=advertisement,
             tracer_provider=provider,
             record_spans=record_spans,
+            closers=[writer.close],
         )
     )
 
@@ -390,8 +429,9 @@ def _online_run(
     if not settings.api_key:
         raise ConfigurationError("online mode needs an API key: pass api_key=... or set PRIME_API_KEY")
     with_spool = spool_max_bytes is not None and transport == "direct"
+    runs_dir = online_runs_dir(settings)
     if with_spool:
-        check_runs_dir(settings.runs_dir)
+        check_runs_dir(runs_dir)
     http = PlatformHTTP(api_key=settings.api_key, base_url=settings.base_url)
     register_for_fork_reset(http)
     backend: RunBackend
@@ -417,7 +457,7 @@ def _online_run(
     notes = ErrorNotes(identity.id, on_error)
     context = upload_context(spec.kind, framework=spec.framework, model=spec.model)
 
-    run_folder = Path(settings.runs_dir) / identity.id
+    run_folder = runs_dir / identity.id
     document = (
         sync_document(
             spec, identity, settings, sinks, step_interval, url=opened.url, attached=id is not None, opted_out=opted_out
@@ -453,15 +493,22 @@ def _online_run(
             if document is not None:
                 run_folder.mkdir(parents=True, exist_ok=True)
                 write_json_atomically(run_folder / RUN_FILE, document)
-            spool = _run_spool(run_folder, "records", [e.name for e in exporters], spool_max_bytes, owner)
+            spool = _run_spool(
+                run_folder, "records", [e.name for e in exporters], spool_max_bytes, owner, attached=id is not None
+            )
             if spec.kind == "train":
                 names = [sink.name for sink in metric_sinks]
-                metrics_spool = _run_spool(run_folder, "metrics", names, spool_max_bytes, owner)
+                metrics_spool = _run_spool(
+                    run_folder, "metrics", names, spool_max_bytes, owner, attached=id is not None
+                )
         except OSError as exc:
             # The folder passed its check before the run was registered; the run goes on without a spool.
             notes.note(f"opening the run's spool in {run_folder}", exc, surface=False)
             spool = metrics_spool = None
             with_spool = False
+    closers = [http.close]
+    if with_spool:
+        closers += _hold_run_folder(run_folder)
     pause = TRAINING_PAUSE_SECONDS if spec.kind == "train" else (EVAL_PAUSE_SECONDS if with_spool else None)
     slots = sink_slots(exporters, pause_seconds=pause, on_failure=notes.note_sink_failure, spool=spool)
     processor = RecordProcessor(slots, resource, spool=spool)
@@ -504,7 +551,7 @@ def _online_run(
             sync_folder=run_folder,
             tracer_provider=provider,
             advertisement=advertisement,
-            closers=[http.close],
+            closers=closers,
             status_line=status_line,
         )
     )

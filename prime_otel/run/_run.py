@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import shutil
 import sys
 import threading
 import time
@@ -384,6 +385,7 @@ class Run:
         self._report = self._build_report(final=True)
         if parts.run_folder is not None:
             self._quietly("writing the delivery report", self._write_report_files, surface=False)
+            self._quietly("removing the delivered run's folder", self._remove_delivered_folder, surface=False)
         self._warn_losses(self._report)
         if parts.print_report and parts.mode != "disabled":
             print(self._report.render(), file=sys.stderr)
@@ -595,6 +597,16 @@ class Run:
         parts.sync_folder.mkdir(parents=True, exist_ok=True)
         write_json_atomically(parts.sync_folder / RUN_FILE, parts.sync_document)
         parts.run_folder = parts.sync_folder
+
+    def _remove_delivered_folder(self) -> None:
+        """An online run's folder (its write-ahead log) holds nothing a sync needs once each spool removed itself
+        (every record delivered) and the status was confirmed: it goes, instead of piling up run after run."""
+        folder = self._parts.run_folder
+        if folder is None or self._parts.mode != "online" or not self._owns_lifecycle or self._parts.attached:
+            return
+        if self._closure is Closure.NOT_CONFIRMED or any(folder.glob("*spool*")):
+            return
+        shutil.rmtree(folder)
 
     def _write_report_files(self) -> None:
         folder = self._parts.run_folder

@@ -62,9 +62,19 @@ def test_sync_uploads_an_offline_run_once_and_closes_it_with_the_recorded_status
     assert len([r for r in shared_platform_env.inspect.runs() if r["name"] == "offline-eval"]) == 1
 
 
-def test_an_ambiguous_sample_failure_during_sync_is_reported_and_never_resent(
+def _sample_posts(platform: LocalPlatform, run_id: str) -> int:
+    return sum(
+        1
+        for r in platform.inspect.requests(limit=10_000, run_id=run_id)
+        if r["method"] == "POST" and r["path"].endswith("/samples")
+    )
+
+
+def test_an_ambiguous_sample_failure_during_sync_is_read_back_and_never_resent(
     shared_platform_env: LocalPlatform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The server stored the rows but its answer was a 502: the sync reads the evaluation's rows back, finds
+    them stored, does not send them again and reports nothing missing."""
     monkeypatch.setenv("PRIME_RUNS_DIR", str(tmp_path / "runs"))
     run = po.init(mode="offline", name="offline-ambiguous", environments=["gsm8k"], model="m")
     run.log_episodes(load_episodes("eval"))
@@ -73,8 +83,34 @@ def test_an_ambiguous_sample_failure_during_sync_is_reported_and_never_resent(
         method="POST", path="/api/v1/evaluations/*/samples", action="fail_after", status=502
     )
     first = _sync(run.folder or "", shared_platform_env, tmp_path)
-    assert first.returncode == 2 and "may be missing" in first.stdout
+    assert first.returncode == 0 and "may be missing" not in first.stdout, first.stdout + first.stderr
     second = _sync(run.folder or "", shared_platform_env, tmp_path)
-    assert second.returncode == 2
+    assert second.returncode == 0 and "nothing new" in second.stdout
     run_id = next(r["id"] for r in shared_platform_env.inspect.runs() if r["name"] == "offline-ambiguous")
+    assert shared_platform_env.inspect.samples(run_id)["items"] == load_json("eval", "samples.json")["samples"]
+    assert _sample_posts(shared_platform_env, run_id) == 1
+
+
+def test_sample_rows_the_read_back_cannot_decide_are_reported_possibly_missing_and_never_resent(
+    shared_platform_env: LocalPlatform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PRIME_RUNS_DIR", str(tmp_path / "runs"))
+    run = po.init(mode="offline", name="offline-undecided", environments=["gsm8k"], model="m")
+    run.log_episodes(load_episodes("eval"))
+    run.finish()
+    shared_platform_env.inspect.add_fault(
+        method="POST", path="/api/v1/evaluations/*/samples", action="fail_after", status=502
+    )
+    shared_platform_env.inspect.add_fault(
+        method="GET", path="/api/v1/evaluations/*/samples", action="fail_before", status=500, times=None
+    )
+    try:
+        first = _sync(run.folder or "", shared_platform_env, tmp_path)
+    finally:
+        shared_platform_env.inspect.clear_faults()
+    assert first.returncode == 2 and "3 records may be missing" in first.stdout, first.stdout + first.stderr
+    second = _sync(run.folder or "", shared_platform_env, tmp_path)
+    assert second.returncode == 2 and "may be missing" in second.stdout
+    run_id = next(r["id"] for r in shared_platform_env.inspect.runs() if r["name"] == "offline-undecided")
     assert shared_platform_env.inspect.run(run_id)["num_samples"] == 3  # the server did the work once
+    assert _sample_posts(shared_platform_env, run_id) == 1

@@ -542,7 +542,7 @@ run.finish()
 
     alive = sync(folder, platform)
 
-    assert alive.returncode == 1 and "still being written by process" in alive.stderr, alive.stderr
+    assert alive.returncode == 1 and "still being written by its producer (process" in alive.stderr, alive.stderr
     assert requests_after(platform, seen) == []
     running.tell()
     assert running.finish().returncode == 0

@@ -75,6 +75,8 @@ def test_a_disk_that_fills_mid_run_costs_only_counted_records_and_sync_never_res
     assert samples.delivered == total and samples.complete  # the uploader kept going after the disk filled
     assert run.failed_records == {"traces": total}
     assert any(DISK_FULL in note for note in report.notes)
+    assert report.closure is po.Closure.CONFIRMED  # the full disk did not keep the run from closing
+    assert platform.inspect.run(run.id)["status"] in ("PROCESSING", "COMPLETED")
     assert DISK_FULL in capsys.readouterr().err
     assert platform.inspect.run(run.id)["num_samples"] == total
 

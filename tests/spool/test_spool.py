@@ -138,6 +138,10 @@ def test_a_sigkilled_producer_leaves_a_spool_that_sync_delivers_completely_and_o
     rows = every(fast_platform.inspect.samples, run_id)
     row_ids = [row["sample_id"] for row in rows]
     assert len(row_ids) == len(set(row_ids))  # the sample table: never a duplicate
-    ledger = json.loads((folder / "spool-records" / "ledger.json").read_text())["sinks"]["eval_samples"]
-    missing = sum(stop - start for start, stop in ledger["missing"])
+    ledger_file = folder / "spool-records" / "ledger.json"
+    if ledger_file.exists():
+        ledger = json.loads(ledger_file.read_text())["sinks"]["eval_samples"]
+        missing = sum(stop - start for start, stop in ledger["missing"])
+    else:
+        missing = 0  # the sync delivered every record to every sink and removed the spool
     assert len(logged - set(row_ids)) <= missing  # whatever is absent was reported as possibly missing
