@@ -159,6 +159,10 @@ def test_a_killed_training_run_is_closed_as_crashed_once_and_what_never_left_is_
     """The producer dies while its first uploads hang: the steps it logged never reached the sample objects
     or the metrics table. Sync delivers them, closes the run as crashed, and a second sync changes nothing."""
     platform.inspect.add_fault(method="POST", path="/api/v1/traces", action="delay", delay_s=HANG_SECONDS, times=None)
+    # Each sink sends on its own: the sample objects hang at their own first request, not behind Prime Traces.
+    platform.inspect.add_fault(
+        method="POST", path="/api/v1/rft/samples/presign", action="delay", delay_s=HANG_SECONDS, times=None
+    )
     platform.inspect.add_fault(
         method="POST", path="/api/v1/rft/metrics", action="delay", delay_s=HANG_SECONDS, times=None
     )
