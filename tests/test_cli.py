@@ -71,7 +71,7 @@ def test_local_on_a_taken_port_names_the_port(taken_port: int, tmp_path: Path) -
 
 
 def test_gateway_on_a_taken_port_names_the_port(taken_port: int, tmp_path: Path) -> None:
-    result = _prime_otel("gateway", "--http-port", str(taken_port), "--grpc-port", "0", tmp_path=tmp_path)
+    result = _prime_otel("gateway", "--no-auth", "--http-port", str(taken_port), "--grpc-port", "0", tmp_path=tmp_path)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert f"127.0.0.1:{taken_port}" in result.stderr and "in use" in result.stderr
