@@ -19,11 +19,12 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .._fork import register_for_fork_reset
+from .._throttle import ThrottledWarning
 from ._slot import SinkSlot
 from ._spool import RunSpool, SpooledRecord
 
@@ -43,6 +44,8 @@ _STOP = object()
 _IDLE_REPLAY_SECONDS = 1.0
 # How much each delivery's measured mean moves a kind's estimate of bytes per record.
 _ESTIMATE_WEIGHT = 0.25
+# How often a waiting flush looks whether the uploader thread is still there to answer its barrier.
+_FLUSH_CHECK_SECONDS = 0.05
 
 
 @dataclass
@@ -111,6 +114,10 @@ def remaining(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
+def _slice(left: float | None) -> float:
+    return _FLUSH_CHECK_SECONDS if left is None else min(left, _FLUSH_CHECK_SECONDS)
+
+
 class Uploader:
     """Queue, worker, coalescing and barriers; subclasses say how a coalesced batch reaches the sinks."""
 
@@ -130,7 +137,11 @@ class Uploader:
         self.dropped_records = 0
         self.abandoned_records = 0
         self.shutdown_timeout: float | None = 30.0
+        #: Called on the uploader thread after each delivery settled its records (a joined worker reports its
+        #: progress to the run's owner through it).
+        self.on_settled: Callable[[], None] | None = None
         self._undelivered = 0
+        self._queue_full_warning = ThrottledWarning(_logger)
         self._max_queue_batches = max_queue_batches
         self._max_queue_bytes = max_queue_bytes
         self._record_sizes = _RecordSizes()
@@ -184,7 +195,7 @@ class Uploader:
             with self._lock:
                 self.dropped_records += left
                 total = self.dropped_records
-            _logger.warning(
+            self._queue_full_warning.warn(
                 "uploader queue full for %.1f s: dropped %d records (%d so far); the producer outran the uploader",
                 self._put_timeout,
                 left,
@@ -365,6 +376,15 @@ class Uploader:
             self._delivering_bytes = 0
         with self._lock:
             self._undelivered -= len(items)
+        self._report_settled()
+
+    def _report_settled(self) -> None:
+        listener = self.on_settled
+        if listener is not None:
+            try:
+                listener()
+            except Exception:
+                _logger.debug("reporting the uploader's progress failed", exc_info=True)
 
     def _coalesce_into(self, kind: str, items: list[Any]) -> None:
         """Drain what queued during the last request into one delivery (at most ``max_queue_bytes``), stopping at
@@ -419,7 +439,13 @@ class Uploader:
             return True
         barrier = _Barrier(drain_spool, deadline)
         self._queue.put(barrier)
-        return barrier.done.wait(remaining(deadline))
+        # In slices: a close on another thread may stop the uploader before it reaches this barrier.
+        while not barrier.done.wait(_slice(remaining(deadline))):
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            if not thread.is_alive():
+                return self._undelivered == 0
+        return True
 
     def close(self, timeout: float | None = 30.0) -> bool:
         """Stop after writing what is queued; sinks stay open (and False is returned) if the worker outlives it."""
@@ -456,6 +482,7 @@ class Uploader:
         for slot in self.slots:
             if slot.exporter.enabled:
                 slot.add_failed(self.abandoned_records)
+        self._report_settled()
         _logger.warning(
             "the uploader is still writing at the deadline: %d records counted as lost; its sinks are left open",
             self.abandoned_records,
@@ -484,5 +511,7 @@ class Uploader:
         """In a forked child: the parent's queued records are the parent's; counters and strikes carry over."""
         self._init_runtime_state()
         self._undelivered = 0
+        self.on_settled = None
+        self._queue_full_warning.reset_after_fork()
         for slot in self.slots:
             slot.reset_after_fork()

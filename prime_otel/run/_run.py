@@ -8,7 +8,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -22,6 +22,7 @@ from opentelemetry.trace import Tracer
 from .._backends import RunBackend
 from .._files import write_json_atomically
 from .._fork import register_for_fork_reset
+from .._throttle import ThrottledWarning
 from .._types import CONFIG_SOURCE_KEY, ConfigSource, RunStatus
 from ..client import PlatformHTTP
 from ..errors import RunFinishedError
@@ -32,8 +33,9 @@ from ..processors import RecordProcessor, RunLifecycleProcessor, SinkSlot, StepM
 from ..processors._spool import DISK_FULL, RunSpool
 from ..records import clean, loggable, metric_row
 from ..resources import RunAdvertisement, RunIdentity
+from ._admission import Admission
 from ._containment import ErrorNotes, describe
-from ._exit_paths import SIGNAL_FINISH_TIMEOUT_SECONDS, AtexitHook, SignalChain
+from ._exit_paths import SIGNALS, AtexitHook
 from ._report import Closure, DeliveryReport, SinkReport
 from ._status_line import Progress, StatusLine
 
@@ -41,6 +43,8 @@ _logger = logging.getLogger("prime_otel")
 
 DEFAULT_FINISH_TIMEOUT_SECONDS = 300.0
 CRASH_MESSAGE = "process exited without finishing the run"
+# A finish() that finds another thread finishing waits this much longer than the budget it was given.
+_FINISH_WAIT_MARGIN_SECONDS = 5.0
 REPORT_FILE = "report.json"
 
 
@@ -95,7 +99,10 @@ class Run:
         self._finished = False
         self._owns_lifecycle = parts.owns_lifecycle
         self._state_lock = threading.Lock()
-        self._finish_lock = threading.RLock()
+        self._admission = Admission()
+        self._done = threading.Event()
+        self._finishing_thread: int | None = None
+        self._flush_warning = ThrottledWarning(_logger)
         self._report: DeliveryReport | None = None
         self._final_error: str | None = None
         self._deadline: float | None = None
@@ -107,12 +114,9 @@ class Run:
         if parts.mode == "online":
             self._status_line.start()
         self._atexit: AtexitHook | None = None
-        self._signals: SignalChain | None = None
         if parts.mode != "disabled":
             self._atexit = AtexitHook(self._on_exit)
-            if parts.owns_lifecycle:
-                self._signals = SignalChain(self._on_signal)
-                self._signals.install()
+            SIGNALS.register(self)
         register_for_fork_reset(self)
 
     # -- identity --------------------------------------------------------------------------------
@@ -230,14 +234,24 @@ class Run:
     def _log(self, operation: str, records: Iterable[Any]) -> None:
         self._check_live(operation)
         batch = loggable(operation, records)
-        with self._state_lock:
+        with self._admitted(operation):
+            if not batch:
+                return
+            if self._parts.offline is not None:
+                self._parts.offline.write_records(operation, batch)
+            elif self._parts.processor is not None:
+                self._parts.processor.submit(batch)
+
+    @contextlib.contextmanager
+    def _admitted(self, operation: str) -> Iterator[None]:
+        """One log call, admitted before ``finish()`` began or refused: ``finish()`` waits for admitted calls."""
+        if not self._admission.enter():
             self._check_live(operation)
-        if not batch:
-            return
-        if self._parts.offline is not None:
-            self._parts.offline.write_records(operation, batch)
-        elif self._parts.processor is not None:
-            self._parts.processor.submit(batch)
+            raise RunFinishedError(f"{operation}() was called on run {self.id}, which is already finished.")
+        try:
+            yield
+        finally:
+            self._admission.leave()
 
     def log_metrics(self, values: Mapping[str, Any], *, step: int | None = None) -> None:
         """Per-step training metrics; a no-op on eval runs.
@@ -252,10 +266,11 @@ class Run:
             return
         row: dict[str, Any] = metric_row(values, step)
         row.setdefault("_timestamp", time.time())
-        if self._parts.offline is not None:
-            self._parts.offline.write_metrics(row)
-        elif self._parts.metrics is not None:
-            self._parts.metrics.submit(row)
+        with self._admitted("log_metrics"):
+            if self._parts.offline is not None:
+                self._parts.offline.write_metrics(row)
+            elif self._parts.metrics is not None:
+                self._parts.metrics.submit(row)
 
     def update_summary(self, values: Mapping[str, Any]) -> None:
         with self._state_lock:
@@ -272,15 +287,31 @@ class Run:
     # -- flush and finish ------------------------------------------------------------------------
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until everything logged so far was written; False when ``timeout`` passed first."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if self._parts.metrics is not None:
-            self._parts.metrics.collect()
-        drained = all([uploader.flush(None if deadline is None else _left(deadline)) for uploader in self._uploaders])
+        """Wait until everything logged so far was written; False when ``timeout`` passed first. Safe from any
+        thread: while ``finish()`` runs elsewhere it waits for that finish (whose budget bounds it), and returns
+        as soon as everything is settled."""
+        if self._finishing or self._finished:
+            drained = self._await_finish(timeout)
+        else:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            if self._parts.metrics is not None:
+                with contextlib.suppress(Exception):  # a finish on another thread may close the reader meanwhile
+                    self._parts.metrics.collect()
+            left = [uploader.flush(None if deadline is None else _left(deadline)) for uploader in self._uploaders]
+            drained = all(left)
         if not drained:
-            _logger.warning("Run %s: flush did not drain within %s s", self.id, timeout)
+            self._flush_warning.warn("Run %s: flush did not drain within %s s", self.id, timeout)
         self._parts.notes.raise_held()
         return drained
+
+    def _await_finish(self, timeout: float | None) -> bool:
+        """Waits for a finish under way on another thread (never for one this thread is inside: a signal handler
+        interrupting it); at most ``timeout``, or the run's finish budget (plus a margin) when it is None."""
+        if self._finishing_thread == threading.get_ident():
+            return self._finished
+        if timeout is None:
+            timeout = self._parts.finish_timeout + _FINISH_WAIT_MARGIN_SECONDS
+        return self._done.wait(max(0.0, timeout))
 
     def finish(
         self,
@@ -292,14 +323,23 @@ class Run:
     ) -> DeliveryReport | None:
         """Drain, close the run on the platform with ``status``, and report what was delivered. Idempotent."""
         target = coerce_status(status)
-        with self._finish_lock:
-            if self._finished or self._finishing:
-                return self._report
-            self._finishing = True
-            try:
+        with self._state_lock:
+            starting = not (self._finished or self._finishing)
+            if starting:
+                self._finishing = True
+                self._finishing_thread = threading.get_ident()
+        if not starting:
+            # Another thread is finishing (or did): wait for it, bounded, so the caller sees the final report.
+            self._await_finish(timeout)
+            return self._report
+        try:
+            with SIGNALS.closing():
+                budget = self._parts.finish_timeout if timeout is None else max(0.0, timeout)
+                self._admission.close(budget)
                 self._teardown(target, summary, error, timeout)
-            finally:
-                self._finished = True
+        finally:
+            self._finished = True
+            self._done.set()
         self._parts.notes.raise_held()
         return self._report
 
@@ -354,8 +394,7 @@ class Run:
             self._quietly("closing a client", close)
         if self._atexit is not None:
             self._atexit.unregister()
-        if self._signals is not None:
-            self._signals.restore()
+        SIGNALS.unregister(self)
         if parts.advertisement is not None and self._owns_lifecycle:
             parts.advertisement.withdraw()
         self._status_line.stop()
@@ -628,16 +667,7 @@ class Run:
         if exc is None:
             self.finish()
             return False
-        import asyncio
-
-        if isinstance(exc, SystemExit) and exc.code in (0, None):
-            status, message = RunStatus.COMPLETED, None  # sys.exit(0) is a clean exit
-        elif isinstance(exc, SystemExit):
-            status, message = RunStatus.FAILED, _describe_exit(exc)
-        elif isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
-            status, message = RunStatus.CANCELLED, "interrupted"
-        else:
-            status, message = RunStatus.FAILED, describe(exc)
+        status, message = ending_of(exc)
         try:
             self.finish(status=status, error=message)
         except Exception:
@@ -647,20 +677,27 @@ class Run:
     def _on_exit(self) -> None:
         if self._finished or self._finishing:
             return
-        if self._owns_lifecycle:
-            _logger.warning("Run %s was never finished; reporting it as crashed", self.id)
-        else:
+        raised = SIGNALS.raised_by_handler
+        if not self._owns_lifecycle:
             # A forked child or joined process only drains its records here: its exit is no crash of the run.
             self._parts.print_report = False
+        elif raised is not None:
+            # The application's signal handler ended the process with an exception: the run ends as it says.
+            status, message = ending_of(raised)
+            self._finish_swallowing(status, message, None)
+            return
+        else:
+            _logger.warning("Run %s was never finished; reporting it as crashed", self.id)
         self._finish_swallowing(RunStatus.CRASHED, CRASH_MESSAGE, None)
 
-    def _on_signal(self, signum: int) -> None:
+    def close_for_signal(self, signum: int, timeout: float) -> None:
+        """A termination signal with the default disposition: crashed (a joined worker only drains)."""
         import signal as signal_module
 
         name = signal_module.Signals(signum).name
-        self._finish_swallowing(RunStatus.CRASHED, f"signal {name}", SIGNAL_FINISH_TIMEOUT_SECONDS)
+        self._finish_swallowing(RunStatus.CRASHED, f"signal {name}", timeout)
 
-    def _finish_swallowing(self, status: RunStatus, message: str, timeout: float | None) -> None:
+    def _finish_swallowing(self, status: RunStatus, message: str | None, timeout: float | None) -> None:
         with contextlib.suppress(Exception):
             self.finish(status=status, error=message, timeout=timeout)
         self._parts.notes.take_held()
@@ -668,12 +705,27 @@ class Run:
     def reset_after_fork(self) -> None:
         """In a forked child: keep logging into the same run; never update, finalize or set its status."""
         self._state_lock = threading.Lock()
-        self._finish_lock = threading.RLock()
+        self._admission.reset_after_fork()
+        self._done = threading.Event()
         self._finishing = False
+        self._finishing_thread = None
         self._owns_lifecycle = False
-        self._signals = None
+        self._flush_warning.reset_after_fork()
         self._status_line = StatusLine(self.id, self._progress)
         self._parts.notes.reset_after_fork()
+
+
+def ending_of(exc: BaseException) -> tuple[RunStatus, str | None]:
+    """The status (and message) a run ends with when ``exc`` ends the code that holds it."""
+    import asyncio
+
+    if isinstance(exc, SystemExit) and exc.code in (0, None):
+        return RunStatus.COMPLETED, None  # sys.exit(0) is a clean exit
+    if isinstance(exc, SystemExit):
+        return RunStatus.FAILED, _describe_exit(exc)
+    if isinstance(exc, (KeyboardInterrupt, asyncio.CancelledError)):
+        return RunStatus.CANCELLED, "interrupted"
+    return RunStatus.FAILED, describe(exc)
 
 
 def _describe_exit(ending: SystemExit) -> str:

@@ -107,8 +107,9 @@ def test_sigterm_crashes_the_run_and_the_process_still_dies_by_sigterm(producer:
     assert len(view.stored_episode_ids) == 1
 
 
-def test_an_application_sigterm_handler_still_runs_after_the_run_is_closed(producer: Producer) -> None:
-    """A SIGTERM handler installed before init is chained, and sees the run already closed."""
+def test_an_application_sigterm_handler_runs_first_and_its_exit_decides_how_the_run_ends(producer: Producer) -> None:
+    """A SIGTERM handler installed before init runs first, with the run still open; the ``sys.exit(143)`` it
+    raises ends the process, and the run still open at exit ends as that exit says."""
     running = producer.start(
         "def on_term(signum, frame):\n"
         '    say("HANDLER", {"signal": signum, "finished": run.finished, "status": run.status.value})\n'
@@ -120,10 +121,9 @@ def test_an_application_sigterm_handler_still_runs_after_the_run_is_closed(produ
     running.send_signal(signal.SIGTERM)
     outcome = running.finish()
     assert outcome.returncode == 143, outcome.describe()
-    assert outcome.one("HANDLER") == {"signal": int(signal.SIGTERM), "finished": True, "status": "crashed"}
+    assert outcome.one("HANDLER") == {"signal": int(signal.SIGTERM), "finished": False, "status": "running"}
     view = PlatformView(producer.platform, run_id)
-    assert view.status == "FAILED"
-    assert view.error_message is not None and view.error_message.startswith("crashed: signal SIGTERM")
+    assert (view.status, view.error_message) == ("FAILED", "SystemExit: exit code 143")
     view.assert_closed_once()
 
 
