@@ -18,7 +18,7 @@ from .errors import (
     TransportError,
     UnauthorizedError,
 )
-from .run import Closure, DeliveryReport, Run, SinkReport, init
+from .run import Closure, DeliveryReport, Run, RunHandle, SinkReport, WorkerTally, init, join
 
 MODE_ENV = "PRIME_RUNS_MODE"
 TRACES_OPT_OUT_ENV = "PRIME_TRACES_OPT_OUT"
@@ -41,13 +41,16 @@ __all__ = [
     "RetryableAPIError",
     "Run",
     "RunFinishedError",
+    "RunHandle",
     "RunKind",
     "RunStatus",
     "SinkReport",
     "TrainingSpec",
     "TransportError",
     "UnauthorizedError",
+    "WorkerTally",
     "init",
+    "join",
     "metrics",
     "projection",
 ]

@@ -511,7 +511,6 @@ class Uploader:
         """In a forked child: the parent's queued records are the parent's; counters and strikes carry over."""
         self._init_runtime_state()
         self._undelivered = 0
-        self.on_settled = None
         self._queue_full_warning.reset_after_fork()
         for slot in self.slots:
             slot.reset_after_fork()

@@ -2,7 +2,8 @@
 line and the delivery report."""
 
 from ._init import init
-from ._report import Closure, DeliveryReport, SinkReport
+from ._join import RunHandle, join
+from ._report import Closure, DeliveryReport, SinkReport, WorkerTally
 from ._run import Run
 
-__all__ = ["Closure", "DeliveryReport", "Run", "SinkReport", "init"]
+__all__ = ["Closure", "DeliveryReport", "Run", "RunHandle", "SinkReport", "WorkerTally", "init", "join"]

@@ -30,8 +30,10 @@ from ..offline._run_document import producer_process, recorded_urls
 from ..offline._writer import RUN_FILE, OfflineRunWriter, offline_run_id
 from ..processors import TRAINING_PAUSE_SECONDS, RecordProcessor, StepMetricsUploader
 from ..processors._spool import DEFAULT_SPOOL_MAX_BYTES, SPOOL_DIR, RunSpool
-from ..resources import RunAdvertisement, RunIdentity, detect_rank, inherited_run, run_resource
+from ..resources import RunIdentity, detect_rank, run_resource
 from ._containment import ErrorNotes, OnError
+from ._membership import Membership, RunMarker
+from ._open_runs import JoinTarget, find_run_to_join
 from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run, RunParts
 
 _logger = logging.getLogger("prime_otel")
@@ -69,6 +71,7 @@ def init(
     transport: str | None = None,
     spool: bool | None = None,
     spool_max_bytes: int = DEFAULT_SPOOL_MAX_BYTES,
+    _joining: JoinTarget | None = None,
 ) -> Run:
     """Open a run on the Prime platform (or join the one this process inherited) and return its handle.
 
@@ -85,6 +88,13 @@ def init(
     ``spool`` (default on; ``PRIME_OTEL_SPOOL=0`` turns it off): records that cannot be delivered now are kept
     in ``<PRIME_RUNS_DIR>/<run id>/spool/`` (at most ``spool_max_bytes``) and replayed when the sink writes
     again, at the end of the run, or later by ``prime-otel sync <run folder>``.
+
+    Joining: without ``id=``, a process started by a run's owner (a ``multiprocessing`` worker with any start
+    method, a forked child, a spawned helper inheriting ``PRIME_RUN_ID``) joins the newest run of its ``kind``
+    the owner has open *now*, or gets ``RunFinishedError`` when the run it inherited is finished. With several
+    runs open (an eval inside training, two evals) pass ``run.handle`` to workers and call
+    ``prime_otel.join(handle)`` there. A joined process never closes the run; what it logged is drained when it
+    ends and counted in the owner's report.
     """
     settings = resolve_settings(api_key=api_key, team_id=team_id, base_url=base_url)
     if kind not in _KINDS:
@@ -119,11 +129,15 @@ def init(
     )
     budget = DEFAULT_FINISH_TIMEOUT_SECONDS if finish_timeout is None else max(0.0, finish_timeout)
     rank, world_size = detect_rank()
-    joined = inherited_run() if id is None else None
-    if joined is not None and joined.kind and joined.kind != kind:
-        raise ConfigurationError(
-            f"this process inherited {joined.kind} run {joined.id} but init() asked for kind={kind!r}"
-        )
+    if _joining is not None:
+        joined: JoinTarget | None = _joining
+    else:
+        joined = find_run_to_join(kind, Path(settings.runs_dir)) if id is None else None
+    listed_mode = joined.listed.mode if joined is not None and joined.listed is not None else ""
+    if resolved_mode != "disabled" and listed_mode == "offline":
+        resolved_mode = "offline"  # log the way the owner does
+    elif resolved_mode != "disabled" and listed_mode == "online":
+        resolved_mode = "online"
     if resolved_mode != "disabled" and rank > 0 and id is None and joined is None:
         _logger.warning("rank %d has no run to join (no id= and no PRIME_RUN_ID); this rank logs nothing", rank)
         resolved_mode = "disabled"
@@ -131,12 +145,12 @@ def init(
     if resolved_mode == "disabled":
         return _disabled_run(spec, id, on_error)
     if resolved_mode == "offline":
-        return _offline_run(spec, settings, id or (joined.id if joined else None), joined is None, on_error, budget)
+        return _offline_run(spec, settings, id, joined, on_error, budget)
     return _online_run(
         spec,
         settings,
         id=id,
-        joined_id=joined.id if joined else None,
+        joined=joined,
         opted_out=opted_out,
         sinks=sinks,
         on_error=on_error,
@@ -155,13 +169,22 @@ def _run_spool(run_folder: Path, stream: str, sinks: list[str], max_bytes: int, 
     return RunSpool(run_folder, max_bytes, name=name, sinks=sinks, contain_disk_errors=True)
 
 
-def _advertise(identity: RunIdentity, owner: bool) -> RunAdvertisement | None:
-    """The owner exports ``PRIME_RUN_ID`` (with its PID) so children and other ranks join instead of creating."""
-    if not owner:
+def _open_marker(folder: Path, identity: RunIdentity, mode: str, notes: ErrorNotes) -> RunMarker | None:
+    """The owner's open marker, which local workers check before each log call; without one (the runs folder
+    takes no write) workers join through ``PRIME_RUN_ID`` unchecked, as across machines."""
+    document = {"id": identity.id, "kind": identity.kind, "mode": mode, "owner_pid": os.getpid()}
+    try:
+        return RunMarker(folder, document)
+    except OSError as exc:
+        notes.note(f"marking the run open in {folder}", exc, surface=False)
         return None
-    advertisement = RunAdvertisement(identity.id, identity.kind)
-    advertisement.publish()
-    return advertisement
+
+
+def _membership(joined: JoinTarget | None) -> Membership | None:
+    """A joined process checks with the owner's marker that the run is open (raises ``RunFinishedError``)."""
+    if joined is None or joined.listed is None:
+        return None
+    return Membership(Path(joined.listed.folder), joined.id)
 
 
 def _spool_enabled(argument: bool | None) -> bool:
@@ -260,10 +283,13 @@ def _disabled_run(spec: RunSpec, run_id: str | None, on_error: OnError) -> Run:
 
 
 def _offline_run(
-    spec: RunSpec, settings: Settings, run_id: str | None, owner: bool, on_error: OnError, budget: float
+    spec: RunSpec, settings: Settings, run_id: str | None, joined: JoinTarget | None, on_error: OnError, budget: float
 ) -> Run:
     check_runs_dir(settings.runs_dir)
-    identity = RunIdentity(id=run_id or offline_run_id(), kind=spec.kind, name=spec.name)
+    owner = joined is None
+    membership = _membership(joined)
+    run_id = run_id or (joined.id if joined else None) or offline_run_id()
+    identity = RunIdentity(id=run_id, kind=spec.kind, name=spec.name)
     writer = OfflineRunWriter(Path(settings.runs_dir) / identity.id, identity.id, spec.kind)
     if owner:
         writer.write_run_document(
@@ -285,7 +311,8 @@ def _offline_run(
                 **producer_process(),
             }
         )
-    advertisement = _advertise(identity, owner)
+    notes = ErrorNotes(identity.id, on_error)
+    marker = _open_marker(writer.folder, identity, "offline", notes) if owner else None
     _logger.info("Run %s (offline): %s", identity.id, writer.folder)
     return Run(
         RunParts(
@@ -295,10 +322,12 @@ def _offline_run(
             attached=False,
             owns_lifecycle=owner,
             config=spec.config,
-            notes=ErrorNotes(identity.id, on_error),
+            notes=notes,
             finish_timeout=budget,
             offline=writer,
-            advertisement=advertisement,
+            local_folder=writer.folder,
+            marker=marker,
+            membership=membership,
         )
     )
 
@@ -312,7 +341,7 @@ def _online_run(
     settings: Settings,
     *,
     id: str | None,
-    joined_id: str | None,
+    joined: JoinTarget | None,
     opted_out: bool,
     sinks: SinkPolicy,
     on_error: OnError,
@@ -325,6 +354,8 @@ def _online_run(
 ) -> Run:
     if not settings.api_key:
         raise ConfigurationError("online mode needs an API key: pass api_key=... or set PRIME_API_KEY")
+    joined_id = joined.id if joined is not None else None
+    membership = _membership(joined)
     with_spool = spool_max_bytes is not None and transport == "direct"
     if with_spool:
         check_runs_dir(settings.runs_dir)
@@ -410,7 +441,7 @@ def _online_run(
     provider = TracerProvider(resource=resource, shutdown_on_exit=False)
     provider.add_span_processor(processor)
 
-    advertisement = _advertise(identity, owner)
+    marker = _open_marker(run_folder, identity, "online", notes) if owner else None
     _logger.info("Run %s: %s", identity.id, opened.url)
     return Run(
         RunParts(
@@ -431,7 +462,9 @@ def _online_run(
             sync_document=document,
             sync_folder=run_folder,
             tracer_provider=provider,
-            advertisement=advertisement,
+            local_folder=run_folder,
+            marker=marker,
+            membership=membership,
             closers=[http.close],
         )
     )

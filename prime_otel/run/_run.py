@@ -32,12 +32,16 @@ from ..offline._writer import RUN_FILE, OfflineRunWriter
 from ..processors import RecordProcessor, RunLifecycleProcessor, SinkSlot, StepMetricsUploader, Uploader
 from ..processors._spool import DISK_FULL, RunSpool
 from ..records import clean, loggable, metric_row
-from ..resources import RunAdvertisement, RunIdentity
+from ..resources import RunIdentity
 from ._admission import Admission
 from ._containment import ErrorNotes, describe
 from ._exit_paths import SIGNALS, AtexitHook
-from ._report import Closure, DeliveryReport, SinkReport
+from ._join import RunHandle
+from ._membership import Membership, RunMarker
+from ._open_runs import OPEN_RUNS, OpenRun
+from ._report import Closure, DeliveryReport, SinkReport, WorkerTally
 from ._status_line import Progress, StatusLine
+from ._worker_exit import drain_at_worker_exit, follow_into_forked_workers
 
 _logger = logging.getLogger("prime_otel")
 
@@ -68,7 +72,11 @@ class RunParts:
     run_folder: Path | None = None
     tracer_provider: TracerProvider | None = None
     offline: OfflineRunWriter | None = None
-    advertisement: RunAdvertisement | None = None
+    #: The run's folder on this machine (``<runs folder>/<run id>``), where owner and workers coordinate.
+    local_folder: Path | None = None
+    #: The owner's open marker (owner only), or this joined process's membership of the run (workers only).
+    marker: RunMarker | None = None
+    membership: Membership | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
     print_report: bool = True
     #: What ``prime-otel sync`` needs to close this run later (owner, direct transport); written to
@@ -113,10 +121,18 @@ class Run:
         self._status_line = StatusLine(parts.identity.id, self._progress)
         if parts.mode == "online":
             self._status_line.start()
+        self._workers = WorkerTally()
         self._atexit: AtexitHook | None = None
         if parts.mode != "disabled":
             self._atexit = AtexitHook(self._on_exit)
             SIGNALS.register(self)
+            follow_into_forked_workers(self, Run._on_exit)
+            if parts.owns_lifecycle:
+                if parts.local_folder is not None:
+                    OPEN_RUNS.opened(self._open_run_entry(), parts.local_folder.parent, self)
+            else:
+                drain_at_worker_exit(self._on_exit)
+                self._follow_membership()
         register_for_fork_reset(self)
 
     # -- identity --------------------------------------------------------------------------------
@@ -148,6 +164,54 @@ class Run:
     @property
     def finished(self) -> bool:
         return self._finished
+
+    @property
+    def still_open(self) -> bool:
+        """Not finished here, and (in a joined process) not closed by its owner."""
+        membership = self._parts.membership
+        return not (self._finishing or self._finished) and (membership is None or membership.open)
+
+    @property
+    def handle(self) -> RunHandle:
+        """A small picklable value naming this run; pass it to workers, which call ``prime_otel.join(handle)``."""
+        folder = self._parts.local_folder
+        return RunHandle(id=self.id, kind=self.kind, mode=self.mode, folder=str(folder) if folder else "")
+
+    @property
+    def workers(self) -> WorkerTally:
+        """What worker processes logged into this run (final once the owner finished it)."""
+        marker = self._parts.marker
+        return marker.tally() if marker is not None and not self._finished else self._workers
+
+    def _open_run_entry(self) -> OpenRun:
+        return OpenRun(id=self.id, kind=self.kind, mode=self.mode, folder=str(self._parts.local_folder))
+
+    def _follow_membership(self) -> None:
+        """A joined process reports its progress to the owner after each log call and each delivery."""
+        membership = self._parts.membership
+        if membership is None:
+            return
+        baseline = self._delivered_per_sink()
+        membership.follow(lambda: self._worker_progress(baseline))
+        for uploader in self._uploaders:
+            uploader.on_settled = membership.report
+        membership.report()
+
+    def _delivered_per_sink(self) -> dict[str, int]:
+        delivered = {}
+        if self._parts.processor is not None:
+            for slot in self._parts.processor.slots:
+                if slot.exporter.enabled and not slot.exporter.quiet_off_reason:
+                    delivered[slot.name] = slot.exporter.stats.delivered
+        if self._parts.offline is not None:
+            delivered["offline"] = self._parts.offline.records_written
+        return delivered
+
+    def _worker_progress(self, baseline: Mapping[str, int]) -> dict[str, Any]:
+        """Counted from what this process's sinks had delivered when it joined (a forked child inherits counts)."""
+        delivered = self._delivered_per_sink()
+        sinks = {name: {"delivered": count - baseline.get(name, 0)} for name, count in delivered.items()}
+        return {"queued": sum(uploader.queued_records for uploader in self._uploaders), "sinks": sinks}
 
     @property
     def folder(self) -> str | None:
@@ -234,7 +298,7 @@ class Run:
     def _log(self, operation: str, records: Iterable[Any]) -> None:
         self._check_live(operation)
         batch = loggable(operation, records)
-        with self._admitted(operation):
+        with self._admitted(operation, len(batch)):
             if not batch:
                 return
             if self._parts.offline is not None:
@@ -243,13 +307,16 @@ class Run:
                 self._parts.processor.submit(batch)
 
     @contextlib.contextmanager
-    def _admitted(self, operation: str) -> Iterator[None]:
-        """One log call, admitted before ``finish()`` began or refused: ``finish()`` waits for admitted calls."""
+    def _admitted(self, operation: str, records: int) -> Iterator[None]:
+        """One log call, admitted before ``finish()`` began (here, or by the owner of a joined run) or refused:
+        ``finish()`` waits for the calls it admitted."""
         if not self._admission.enter():
             self._check_live(operation)
             raise RunFinishedError(f"{operation}() was called on run {self.id}, which is already finished.")
         try:
-            yield
+            membership = self._parts.membership
+            with membership.admitting(records) if membership is not None else contextlib.nullcontext():
+                yield
         finally:
             self._admission.leave()
 
@@ -266,7 +333,7 @@ class Run:
             return
         row: dict[str, Any] = metric_row(values, step)
         row.setdefault("_timestamp", time.time())
-        with self._admitted("log_metrics"):
+        with self._admitted("log_metrics", 0):
             if self._parts.offline is not None:
                 self._parts.offline.write_metrics(row)
             elif self._parts.metrics is not None:
@@ -369,6 +436,8 @@ class Run:
         self.status = status
         budget = parts.finish_timeout if timeout is None else max(0.0, timeout)
         deadline = time.monotonic() + budget
+        if self._owns_lifecycle:
+            self._close_to_workers(deadline)
         if parts.metrics is not None:
             parts.metrics.collect()
         drained = all([uploader.flush(_left(deadline), drain_spool=True) for uploader in self._uploaders])
@@ -395,8 +464,11 @@ class Run:
         if self._atexit is not None:
             self._atexit.unregister()
         SIGNALS.unregister(self)
-        if parts.advertisement is not None and self._owns_lifecycle:
-            parts.advertisement.withdraw()
+        if parts.membership is not None:
+            parts.membership.report(final=True)
+            parts.membership.close()
+        if parts.marker is not None:
+            self._workers = parts.marker.tally()
         self._status_line.stop()
         if parts.mode == "disabled":
             self._closure = Closure.NOT_TRACKED
@@ -408,6 +480,15 @@ class Run:
         self._warn_losses(self._report)
         if parts.print_report and parts.mode != "disabled":
             print(self._report.render(), file=sys.stderr)
+
+    def _close_to_workers(self, deadline: float) -> None:
+        """First of all: no process joins or logs into the run any more; then wait for what workers logged."""
+        marker = self._parts.marker
+        if marker is not None:
+            marker.close()
+        OPEN_RUNS.closed(self.id)
+        if marker is not None and not marker.wait_for_workers(deadline):
+            _logger.warning("Run %s: worker processes were still sending at the deadline", self.id)
 
     def _close_run(self) -> None:
         marker = self._parts.end_marker
@@ -568,6 +649,7 @@ class Run:
             close_error=self._close_error,
             folder=str(folder) if folder is not None else None,
             notes=tuple(dict.fromkeys(notes)),
+            workers=self.workers,
         )
 
     @staticmethod
@@ -711,6 +793,15 @@ class Run:
         self._finishing_thread = None
         self._owns_lifecycle = False
         self._flush_warning.reset_after_fork()
+        parts = self._parts
+        if parts.marker is not None:
+            # The parent's run: this child is one of its workers now, checking and reporting like any other.
+            folder, parts.marker = parts.marker.folder, None
+            with contextlib.suppress(RunFinishedError):
+                parts.membership = Membership(folder, self.id)
+        elif parts.membership is not None:
+            parts.membership.reset_after_fork()
+        self._follow_membership()
         self._status_line = StatusLine(self.id, self._progress)
         self._parts.notes.reset_after_fork()
 
