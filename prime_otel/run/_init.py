@@ -32,7 +32,7 @@ from ..processors import TRAINING_PAUSE_SECONDS, RecordProcessor, StepMetricsUpl
 from ..processors._spool import DEFAULT_SPOOL_MAX_BYTES, SPOOL_DIR, RunSpool
 from ..resources import RunIdentity, detect_rank, run_resource
 from ._containment import ErrorNotes, OnError
-from ._membership import Membership, RunMarker
+from ._membership import Membership, RunMarker, membership_of
 from ._open_runs import JoinTarget, find_run_to_join
 from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run, RunParts
 
@@ -184,7 +184,7 @@ def _membership(joined: JoinTarget | None) -> Membership | None:
     """A joined process checks with the owner's marker that the run is open (raises ``RunFinishedError``)."""
     if joined is None or joined.listed is None:
         return None
-    return Membership(Path(joined.listed.folder), joined.id)
+    return membership_of(Path(joined.listed.folder), joined.id)
 
 
 def _spool_enabled(argument: bool | None) -> bool:

@@ -106,8 +106,9 @@ class RunMarker:
         logged = delivered = 0
         lost: dict[int, int] = {}
         for report in reports:
-            sinks = report.get("sinks") or {}
-            everywhere = min((int(s.get("delivered", 0)) for s in sinks.values()), default=0)
+            # A sink that neither stored nor failed anything took no part (a standby fallback sink).
+            sinks = [s for s in (report.get("sinks") or {}).values() if s.get("delivered", 0) or s.get("failed", 0)]
+            everywhere = min((int(s.get("delivered", 0)) for s in sinks), default=0)
             count = int(report.get("logged", 0))
             everywhere = min(everywhere, count)
             logged += count
@@ -118,17 +119,21 @@ class RunMarker:
 
 
 class Membership:
-    """A joined process's side: the liveness check of each log call and its report to the owner."""
+    """A joined process's side: the liveness check of each log call and its report to the owner. One per process
+    and run (:func:`membership_of`): every ``Run`` object of the process logging into the run follows it."""
 
     def __init__(self, folder: Path, run_id: str) -> None:
         self.folder = folder
         self.run_id = run_id
-        self._progress: Progress | None = None
-        self._open()
-
-    def _open(self) -> None:
         self._lock = threading.Lock()
+        self._followers_lock = threading.Lock()
+        self._followers: list[Progress] = []
+        self._settled: dict[str, list[int]] = {}
         self._pid = os.getpid()
+        self.logged = 0
+        self._in_hand = 0
+        self._last_pending = 0
+        self._report_path = self.folder / WORKERS_DIR / f"{self._pid}.json"
         try:
             self._descriptor = os.open(self.folder / OPEN_MARKER, os.O_RDONLY)
         except FileNotFoundError:
@@ -136,14 +141,33 @@ class Membership:
                 f"run {self.run_id} is finished: its owner closed it, so this process cannot log into it. "
                 "Join the run that is open now (pass its run.handle to prime_otel.join())."
             ) from None
-        self.logged = 0
-        self._in_hand = 0
-        self._last_pending = 0
-        self._report_path = self.folder / WORKERS_DIR / f"{self._pid}.json"
+
+    @property
+    def mine(self) -> bool:
+        return self._pid == os.getpid()
 
     def follow(self, progress: Progress) -> None:
-        """``progress()`` gives what the process's uploaders hold and what each sink took (for the report)."""
-        self._progress = progress
+        """``progress()`` gives what one ``Run``'s uploaders hold and what each of its sinks took."""
+        with self._followers_lock:
+            self._followers.append(progress)
+
+    def leave(self, progress: Progress) -> None:
+        """A follower finished: what its sinks took stays counted."""
+        final = progress()
+        with self._followers_lock:
+            self._followers = [f for f in self._followers if f is not progress]
+            _add_sinks(self._settled, final)
+
+    def _held(self) -> tuple[int, dict[str, list[int]]]:
+        """(records still unsent, per sink [delivered, failed]) over every follower, finished ones included."""
+        with self._followers_lock:
+            followers, sinks = list(self._followers), {name: list(pair) for name, pair in self._settled.items()}
+        queued = 0
+        for progress in followers:
+            held = progress()
+            queued += int(held.get("queued", 0))
+            _add_sinks(sinks, held)
+        return queued, sinks
 
     @property
     def open(self) -> bool:
@@ -174,32 +198,50 @@ class Membership:
         finally:
             with self._lock:
                 self._in_hand -= count
-            if self._pending() < self._last_pending:
+            if self._in_hand + self._held()[0] < self._last_pending:
                 self.report()  # nothing queued (written at once, or dropped): the owner must not wait for it
 
-    def _pending(self) -> int:
-        held = self._progress() if self._progress is not None else {}
-        return self._in_hand + int(held.get("queued", 0))
-
-    def report(self, *, final: bool = False) -> None:
+    def report(self) -> None:
         """Writes this process's report for the owner (any thread; never raises)."""
-        if os.getpid() != self._pid:
+        if not self.mine:
             return
-        held = dict(self._progress()) if self._progress is not None else {}
-        pending = 0 if final else self._in_hand + int(held.get("queued", 0))
-        self._last_pending = pending
-        document = {"pid": self._pid, "logged": self.logged, "pending": pending, "sinks": held.get("sinks", {})}
-        with contextlib.suppress(OSError):
-            write_quickly(self._report_path, document)
+        try:
+            queued, counts = self._held()
+            pending = self._in_hand + queued
+            self._last_pending = pending
+            sinks = {sink: {"delivered": delivered, "failed": failed} for sink, (delivered, failed) in counts.items()}
+            write_quickly(
+                self._report_path, {"pid": self._pid, "logged": self.logged, "pending": pending, "sinks": sinks}
+            )
+        except Exception:  # a report is best effort: the owner then counts what it cannot confirm as lost
+            return
 
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self._descriptor)
 
-    def reset_after_fork(self) -> None:
-        """A forked child reports as its own worker, through its own open file (a lock is per open file)."""
-        with contextlib.suppress(OSError):
-            os.close(self._descriptor)
-        self._descriptor = -1
-        with contextlib.suppress(RunFinishedError):
-            self._open()
+def _add_sinks(into: dict[str, list[int]], progress: Mapping[str, Any]) -> None:
+    for sink, counts in (progress.get("sinks") or {}).items():
+        pair = into.setdefault(sink, [0, 0])
+        pair[0] += int(counts.get("delivered", 0))
+        pair[1] += int(counts.get("failed", 0))
+
+
+_MEMBERSHIPS: dict[str, Membership] = {}
+_MEMBERSHIPS_LOCK = threading.Lock()
+
+
+def membership_of(folder: Path, run_id: str) -> Membership:
+    """This process's membership of the run (made on first use; a forked child makes its own)."""
+    with _MEMBERSHIPS_LOCK:
+        known = _MEMBERSHIPS.get(run_id)
+        if known is not None and known.mine and known.open:
+            return known
+        made = _MEMBERSHIPS[run_id] = Membership(folder, run_id)
+        return made
+
+
+def _reset_after_fork() -> None:
+    global _MEMBERSHIPS_LOCK
+    _MEMBERSHIPS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)

@@ -37,7 +37,7 @@ from ._admission import Admission
 from ._containment import ErrorNotes, describe
 from ._exit_paths import SIGNALS, AtexitHook
 from ._join import RunHandle
-from ._membership import Membership, RunMarker
+from ._membership import Membership, RunMarker, membership_of
 from ._open_runs import OPEN_RUNS, OpenRun
 from ._report import Closure, DeliveryReport, SinkReport, WorkerTally
 from ._status_line import Progress, StatusLine
@@ -122,6 +122,7 @@ class Run:
         if parts.mode == "online":
             self._status_line.start()
         self._workers = WorkerTally()
+        self._progress_of_worker: Callable[[], dict[str, Any]] = dict
         self._atexit: AtexitHook | None = None
         if parts.mode != "disabled":
             self._atexit = AtexitHook(self._on_exit)
@@ -192,25 +193,31 @@ class Run:
         if membership is None:
             return
         baseline = self._delivered_per_sink()
-        membership.follow(lambda: self._worker_progress(baseline))
+        self._progress_of_worker = lambda: self._worker_progress(baseline)
+        membership.follow(self._progress_of_worker)
         for uploader in self._uploaders:
             uploader.on_settled = membership.report
         membership.report()
 
-    def _delivered_per_sink(self) -> dict[str, int]:
-        delivered = {}
+    def _delivered_per_sink(self) -> dict[str, tuple[int, int]]:
+        """Per record sink: (delivered, failed)."""
+        counts = {}
         if self._parts.processor is not None:
             for slot in self._parts.processor.slots:
-                if slot.exporter.enabled and not slot.exporter.quiet_off_reason:
-                    delivered[slot.name] = slot.exporter.stats.delivered
+                counts[slot.name] = (slot.exporter.stats.delivered, slot.failed)
         if self._parts.offline is not None:
-            delivered["offline"] = self._parts.offline.records_written
-        return delivered
+            counts["offline"] = (self._parts.offline.records_written, self._parts.offline.failed)
+        return counts
 
-    def _worker_progress(self, baseline: Mapping[str, int]) -> dict[str, Any]:
-        """Counted from what this process's sinks had delivered when it joined (a forked child inherits counts)."""
-        delivered = self._delivered_per_sink()
-        sinks = {name: {"delivered": count - baseline.get(name, 0)} for name, count in delivered.items()}
+    def _worker_progress(self, baseline: Mapping[str, tuple[int, int]]) -> dict[str, Any]:
+        """Counted from what this process's sinks had done when it joined (a forked child inherits counts)."""
+        sinks = {
+            name: {
+                "delivered": delivered - baseline.get(name, (0, 0))[0],
+                "failed": failed - baseline.get(name, (0, 0))[1],
+            }
+            for name, (delivered, failed) in self._delivered_per_sink().items()
+        }
         return {"queued": sum(uploader.queued_records for uploader in self._uploaders), "sinks": sinks}
 
     @property
@@ -464,9 +471,9 @@ class Run:
         if self._atexit is not None:
             self._atexit.unregister()
         SIGNALS.unregister(self)
-        if parts.membership is not None:
-            parts.membership.report(final=True)
-            parts.membership.close()
+        if parts.membership is not None and parts.membership.mine:
+            parts.membership.leave(self._progress_of_worker)
+            parts.membership.report()
         if parts.marker is not None:
             self._workers = parts.marker.tally()
         self._status_line.stop()
@@ -794,13 +801,14 @@ class Run:
         self._owns_lifecycle = False
         self._flush_warning.reset_after_fork()
         parts = self._parts
-        if parts.marker is not None:
-            # The parent's run: this child is one of its workers now, checking and reporting like any other.
-            folder, parts.marker = parts.marker.folder, None
+        # The parent's run (owned or joined): this child is one of its workers now, checking and reporting.
+        folder = parts.marker.folder if parts.marker is not None else None
+        if parts.membership is not None:
+            folder = parts.membership.folder
+        parts.marker = parts.membership = None
+        if folder is not None:
             with contextlib.suppress(RunFinishedError):
-                parts.membership = Membership(folder, self.id)
-        elif parts.membership is not None:
-            parts.membership.reset_after_fork()
+                parts.membership = membership_of(folder, self.id)
         self._follow_membership()
         self._status_line = StatusLine(self.id, self._progress)
         self._parts.notes.reset_after_fork()
