@@ -119,10 +119,12 @@ class SignalRouter:
 
     @contextlib.contextmanager
     def closing(self) -> Iterator[None]:
-        """Around a run's closing: on the main thread, signals arriving meanwhile wait until it is done."""
+        """Around a run's closing: on the main thread, signals arriving meanwhile wait until it is done (the router
+        goes in front of any handler for that, so an application handler cannot cut the closing short either)."""
         if not _on_main_thread():
             yield
             return
+        self.install()
         self._closing_depth += 1
         try:
             yield
@@ -156,9 +158,18 @@ class SignalRouter:
         self._handle_deferred()
 
     def _handle_deferred(self) -> None:
+        """Signals that waited for a closing, handled now by whatever handles them now (the router, or the
+        application's handler it has put back since)."""
         while self._deferred and not self._closing_depth:
             signum, self._deferred = self._deferred[0], self._deferred[1:]
-            self._handle(signum, None)
+            current = _current(signum)
+            if current is self._handler:
+                self._handle(signum, None)
+            elif callable(current):
+                current(signum, None)
+            elif current != signal.SIG_IGN:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
 
     def _dispatch(self, signum: int, frame: FrameType | None) -> None:
         previous = self._displaced.get(signum, signal.SIG_DFL)

@@ -766,7 +766,11 @@ class Run:
     def _on_exit(self) -> None:
         if self._finished or self._finishing:
             return
+        # What ends the process, when it is known: an application's signal handler raised it, or it is an uncaught
+        # KeyboardInterrupt (Python sets sys.last_value before atexit; sys.exit() codes stay invisible here).
         raised = SIGNALS.raised_by_handler
+        if raised is None and isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
+            raised = sys.last_value
         if not self._owns_lifecycle:
             # A forked child or joined process only drains its records here: its exit is no crash of the run.
             self._parts.print_report = False

@@ -129,8 +129,8 @@ def test_an_application_sigterm_handler_runs_first_and_its_exit_decides_how_the_
 
 @pytest.mark.parametrize(
     ("ending", "returncode"),
-    [("", 0), ("raise KeyboardInterrupt\n", -signal.SIGINT), ("sys.exit(3)\n", 3)],
-    ids=["falls-off-the-end", "ctrl-c-outside-with", "sys-exit"],
+    [("", 0), ("sys.exit(3)\n", 3)],
+    ids=["falls-off-the-end", "sys-exit"],
 )
 def test_exiting_without_finishing_reports_a_crash_once(producer: Producer, ending: str, returncode: int) -> None:
     """atexit closes an unfinished run as crashed, with a warning, after draining its records;
@@ -140,6 +140,17 @@ def test_exiting_without_finishing_reports_a_crash_once(producer: Producer, endi
     assert "was never finished" in outcome.stderr
     view = PlatformView(producer.platform, outcome.run_id)
     assert (view.status, view.error_message) == ("FAILED", CRASHED_AT_EXIT)
+    view.assert_closed_once()
+    assert len(view.stored_episode_ids) == 2
+
+
+def test_an_uncaught_keyboard_interrupt_outside_with_cancels_the_run_at_exit(producer: Producer) -> None:
+    """An interrupt ends the run as it does inside ``with``: CANCELLED "interrupted", once, after draining;
+    Python still exits as interrupted."""
+    outcome = producer.run(OPEN + "run.log_episodes(episodes(2))\nraise KeyboardInterrupt\n")
+    assert outcome.returncode == -signal.SIGINT, outcome.describe()
+    view = PlatformView(producer.platform, outcome.run_id)
+    assert (view.status, view.error_message) == ("CANCELLED", "interrupted")
     view.assert_closed_once()
     assert len(view.stored_episode_ids) == 2
 
