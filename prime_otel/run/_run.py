@@ -96,7 +96,13 @@ def coerce_status(status: RunStatus | str) -> RunStatus:
 
 
 class Run:
-    """One run on the Prime platform. Create it with ``prime_otel.init()``."""
+    """One run on the Prime platform. Create it with ``prime_otel.init()``; in worker processes reach it with
+    ``prime_otel.join(run.handle)`` (or a plain ``init()``, which joins the owner's open run of its kind).
+
+    Every method is safe from any thread. ``log_*`` calls are either accepted (and delivered, or counted in the
+    report) or refused with ``RunFinishedError`` once ``finish()`` began, here or (for a joined process) by the
+    run's owner. Only the owner closes the run; a joined process drains what it logged when it ends. See
+    docs/workers-and-signals.md for signals and worker pools."""
 
     def __init__(self, parts: RunParts) -> None:
         self._parts = parts
@@ -395,7 +401,9 @@ class Run:
         error: str | None = None,
         timeout: float | None = None,
     ) -> DeliveryReport | None:
-        """Drain, close the run on the platform with ``status``, and report what was delivered. Idempotent."""
+        """Drain, close the run on the platform with ``status``, and report what was delivered. Idempotent; a call
+        while another thread finishes waits for that finish (bounded by ``timeout`` or the run's budget). The owner
+        first stops its workers from logging and waits, within the budget, for what they logged."""
         target = coerce_status(status)
         with self._state_lock:
             starting = not (self._finished or self._finishing)
@@ -788,6 +796,8 @@ class Run:
         import signal as signal_module
 
         name = signal_module.Signals(signum).name
+        if not self._owns_lifecycle:
+            self._parts.print_report = False  # a worker's part ends with the worker; the owner's report counts it
         self._finish_swallowing(RunStatus.CRASHED, f"signal {name}", timeout)
 
     def _finish_swallowing(self, status: RunStatus, message: str | None, timeout: float | None) -> None:
