@@ -349,3 +349,40 @@ def _metric_rows(body: object) -> list[dict[str, object]]:
     """The metrics row of one ``/rft/metrics`` request body."""
     metrics = body.get("metrics") if isinstance(body, dict) else None
     return [metrics] if isinstance(metrics, dict) else []
+
+
+def test_two_overlapping_evals_keep_their_own_workers_whichever_finishes_first(producer: Producer) -> None:
+    """Two evals open at once, one pool logging for both through their handles: finishing the first leaves the
+    second's workers untouched, and a plain init() in a worker afterwards joins the one still open."""
+    outcome = producer.run(
+        WORKERS
+        + """\
+if __name__ == "__main__":
+    context = multiprocessing.get_context("forkserver")
+    with context.Pool(2) as pool:
+        first, second = open_eval(), open_eval()
+        tasks = [(run.handle, 2) for run in (first, second) for _ in range(3)]
+        logged = {first.id: [], second.id: []}
+        for run_id, made in pool.starmap(log_by_handle, tasks):
+            logged[run_id] += made
+        first.finish()
+        say("ADVERTISED", os.environ.get("PRIME_RUN_ID"))
+        for run_id, made in pool.starmap(log_by_handle, [(second.handle, 2)] * 2):
+            logged[run_id] += made
+        for run_id, attached, made in pool.map(log_by_init, [2] * 2):
+            logged[run_id] += made
+        second.finish()
+        say("RUNS", [first.id, second.id])
+        say("LOGGED", logged)
+"""
+    )
+    assert outcome.returncode == 0, outcome.describe()
+    first_id, second_id = outcome.one("RUNS")
+    logged = outcome.one("LOGGED")
+    assert outcome.one("ADVERTISED") == second_id
+    assert (len(logged[first_id]), len(logged[second_id])) == (6, 14)
+    for run_id in (first_id, second_id):
+        view = PlatformView(producer.platform, run_id)
+        assert view.status in ("PROCESSING", "COMPLETED")
+        view.assert_closed_once()
+        _assert_each_once(view, logged[run_id])
