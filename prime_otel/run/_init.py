@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from .._assembly import sdk_record_sinks, sink_slots, step_metric_sinks
 from .._backends import EvalBackend, RunBackend, RunSpec, TrainingBackend
-from .._config import Settings, resolve_mode, resolve_settings, resolve_traces_opt_out
+from .._config import MODE_ENV, Settings, resolve_mode, resolve_settings, resolve_traces_opt_out
 from .._files import write_json_atomically
 from .._fork import register_for_fork_reset
 from .._sink import Sink
@@ -123,21 +123,22 @@ def init(
         training=training,
         frontend_url=settings.frontend_url,
     )
-    resolved_mode = resolve_mode(mode, settings)
+    budget = DEFAULT_FINISH_TIMEOUT_SECONDS if finish_timeout is None else max(0.0, finish_timeout)
+    rank, world_size = detect_rank()
+    asked_mode = mode if mode is not None else (os.environ.get(MODE_ENV) or "").strip() or None
+    if _joining is not None:
+        joined: JoinTarget | None = _joining
+    elif id is None and str(asked_mode).lower() != "disabled":
+        joined = find_run_to_join(kind, Path(settings.runs_dir))
+    else:
+        joined = None
+    listed_mode = joined.listed.mode if joined is not None and joined.listed is not None else ""
+    if asked_mode is None and listed_mode in ("online", "offline"):
+        asked_mode = listed_mode  # a worker logs the way its owner does
+    resolved_mode = resolve_mode(asked_mode, settings)
     opted_out = (
         resolve_traces_opt_out(traces_opt_out, file=settings.file_values) if resolved_mode != "disabled" else False
     )
-    budget = DEFAULT_FINISH_TIMEOUT_SECONDS if finish_timeout is None else max(0.0, finish_timeout)
-    rank, world_size = detect_rank()
-    if _joining is not None:
-        joined: JoinTarget | None = _joining
-    else:
-        joined = find_run_to_join(kind, Path(settings.runs_dir)) if id is None else None
-    listed_mode = joined.listed.mode if joined is not None and joined.listed is not None else ""
-    if resolved_mode != "disabled" and listed_mode == "offline":
-        resolved_mode = "offline"  # log the way the owner does
-    elif resolved_mode != "disabled" and listed_mode == "online":
-        resolved_mode = "online"
     if resolved_mode != "disabled" and rank > 0 and id is None and joined is None:
         _logger.warning("rank %d has no run to join (no id= and no PRIME_RUN_ID); this rank logs nothing", rank)
         resolved_mode = "disabled"

@@ -386,3 +386,57 @@ if __name__ == "__main__":
         assert view.status in ("PROCESSING", "COMPLETED")
         view.assert_closed_once()
         _assert_each_once(view, logged[run_id])
+
+
+def test_workers_of_an_offline_run_write_into_its_folder(producer: Producer) -> None:
+    """An offline owner's pool workers join offline too (whatever their own default mode would be): every episode
+    is in the run's folder once, and the owner's report counts the workers' records."""
+    outcome = producer.run(
+        WORKERS
+        + """\
+if __name__ == "__main__":
+    run = po.init(environments=["gsm8k"], model="m", mode="offline")
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        results = pool.map(log_by_init, [3] * 4)
+    run.finish()
+    say("JOINED", sorted({run_id for run_id, _, _ in results}) == [run.id])
+    say("LOGGED", [i for _, _, made in results for i in made])
+    with open(os.path.join(run.folder, "episodes.jsonl")) as written:
+        say("WRITTEN", [json.loads(line)["id"] for line in written])
+    say("WORKERS", workers_line(run))
+""",
+        PRIME_RUNS_DIR=str(producer.workdir / "runs"),
+    )
+    assert outcome.returncode == 0, outcome.describe()
+    assert outcome.one("JOINED") is True
+    logged = outcome.one("LOGGED")
+    assert Counter(outcome.one("WRITTEN")) == Counter(logged)
+    assert outcome.one("WORKERS")["delivered"] == len(logged) == 12
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_a_pool_terminated_while_its_workers_still_send_delivers_what_they_hold(
+    producer: Producer, start_method: str
+) -> None:
+    """Leaving ``with Pool(...)`` terminates the workers (SIGTERM) while their uploads wait on a slow platform:
+    each worker drains before it dies, so every episode is stored once and none is counted lost."""
+    producer.platform.inspect.add_fault(method="POST", path="/api/v1/traces", action="delay", delay_s=1, times=2)
+    outcome = producer.run(
+        WORKERS
+        + f"""\
+if __name__ == "__main__":
+    run = open_eval()
+    announce(run)
+    with multiprocessing.get_context({start_method!r}).Pool(2) as pool:
+        results = pool.map(log_by_init, [4] * 2, chunksize=1)
+    say("LOGGED", [i for _, _, made in results for i in made])
+    run.finish()
+    say("WORKERS", workers_line(run))
+"""
+    )
+    assert outcome.returncode == 0, outcome.describe()
+    logged = outcome.one("LOGGED")
+    view = PlatformView(producer.platform, outcome.run_id)
+    view.assert_closed_once()
+    _assert_each_once(view, logged)
+    assert outcome.one("WORKERS")["lost"] == 0
