@@ -10,7 +10,7 @@ from collections import Counter
 
 class Admission:
     def __init__(self) -> None:
-        self._changed = threading.Condition(threading.Lock())
+        self._changed = threading.Condition(threading.RLock())
         self._open = True
         self._calls: Counter[int] = Counter()
 
@@ -40,5 +40,5 @@ class Admission:
 
     def reset_after_fork(self) -> None:
         """In a forked child only the forking thread exists; calls of the parent's other threads never return here."""
-        self._changed = threading.Condition(threading.Lock())
+        self._changed = threading.Condition(threading.RLock())
         self._calls = Counter()

@@ -72,7 +72,7 @@ class SignalRouter:
         # No lock is taken by the handler: it runs on the main thread between any two bytecodes, so a lock held
         # there by a registration would deadlock it. Fields are replaced whole, never mutated in place.
         self._targets: tuple[SignalTarget, ...] = ()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._put_back_pending = False
         self._closing_depth = 0
         self._deferred: tuple[int, ...] = ()
@@ -193,7 +193,7 @@ class SignalRouter:
 
     def reset_after_fork(self) -> None:
         """In a forked child the runs stay registered (they now only drain); a closing under way is the parent's."""
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._closing_depth = 0
         self._deferred = ()
         self.raised_by_handler = None

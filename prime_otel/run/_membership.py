@@ -125,8 +125,8 @@ class Membership:
     def __init__(self, folder: Path, run_id: str) -> None:
         self.folder = folder
         self.run_id = run_id
-        self._lock = threading.Lock()
-        self._followers_lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._followers_lock = threading.RLock()
         self._followers: list[Progress] = []
         self._settled: dict[str, list[int]] = {}
         self._pid = os.getpid()

@@ -53,7 +53,7 @@ class JoinableRun(Protocol):
 class OpenRuns:
     def __init__(self, environ: MutableMapping[str, str] | None = None) -> None:
         self._environ = os.environ if environ is None else environ
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._owned: list[tuple[OpenRun, Path, JoinableRun]] = []
         self._before: dict[str, str] | None = None
         self._joined: dict[str, JoinableRun] = {}
@@ -118,7 +118,7 @@ class OpenRuns:
 
     def reset_after_fork(self) -> None:
         """A forked child owns no run (its inherited ones only log); the variables keep naming the parent's."""
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._owned = []
         self._before = None
         self._joined = {}

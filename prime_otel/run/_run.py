@@ -112,8 +112,9 @@ class Run:
         self._finishing = False
         self._finished = False
         self._owns_lifecycle = parts.owns_lifecycle
-        self._state_lock = threading.Lock()
+        self._state_lock = threading.RLock()
         self._admission = Admission()
+        self._finish_token = threading.Lock()  # taken once, by the one finish() that tears the run down
         self._done = threading.Event()
         self._finishing_thread: int | None = None
         self._flush_warning = ThrottledWarning(_logger)
@@ -405,12 +406,12 @@ class Run:
         while another thread finishes waits for that finish (bounded by ``timeout`` or the run's budget). The owner
         first stops its workers from logging and waits, within the budget, for what they logged."""
         target = coerce_status(status)
-        with self._state_lock:
-            starting = not (self._finished or self._finishing)
-            if starting:
-                self._finishing = True
-                self._finishing_thread = threading.get_ident()
-        if not starting:
+        # A non-blocking acquire is atomic, also against a signal handler finishing on this very thread.
+        starting = self._finish_token.acquire(blocking=False)
+        if starting:
+            self._finishing_thread = threading.get_ident()
+            self._finishing = True
+        else:
             # Another thread is finishing (or did): wait for it, bounded, so the caller sees the final report.
             self._await_finish(timeout)
             return self._report
@@ -807,9 +808,13 @@ class Run:
 
     def reset_after_fork(self) -> None:
         """In a forked child: keep logging into the same run; never update, finalize or set its status."""
-        self._state_lock = threading.Lock()
+        self._state_lock = threading.RLock()
         self._admission.reset_after_fork()
+        self._finish_token = threading.Lock()
         self._done = threading.Event()
+        if self._finished:  # finished in the parent before the fork: stays finished here
+            self._finish_token.acquire()
+            self._done.set()
         self._finishing = False
         self._finishing_thread = None
         self._owns_lifecycle = False
