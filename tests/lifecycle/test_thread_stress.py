@@ -145,3 +145,44 @@ def test_a_log_call_waiting_on_a_full_queue_when_finish_starts_is_delivered_or_r
     assert outcome.one("DROPPED") == 0
     view = PlatformView(producer.platform, outcome.run_id)
     assert Counter(view.uploaded_episode_ids) == Counter(accepted)
+
+
+def test_flushes_on_other_threads_while_finish_runs_return_drained(producer: Producer) -> None:
+    """Threads calling ``flush(timeout=None)`` and ``flush(timeout=30)`` over and over while another thread's
+    ``finish()`` uploads and closes: every call returns (none is left waiting on a stopped uploader), and the last
+    answers True, everything delivered; five runs over."""
+    producer.platform.inspect.add_fault(method="POST", path="/api/v1/traces", action="delay", delay_s=0.3, times=None)
+    outcome = producer.run(
+        """\
+        results = []
+        for attempt in range(5):
+            run = po.init(environments=["gsm8k"], model="m", sinks="traces")
+            made = episodes(2)
+            run.log_episodes(made)
+            finisher = threading.Thread(target=run.finish)
+            answers = {}
+
+            def keep_flushing(timeout):
+                calls = 0
+                while finisher.is_alive() or not calls:
+                    answers[timeout] = run.flush(timeout=timeout)
+                    calls += 1
+
+            flushers = [threading.Thread(target=keep_flushing, args=(t,), daemon=True) for t in (None, 30.0)]
+            finisher.start()
+            for flusher in flushers:
+                flusher.start()
+            finisher.join(60)
+            for flusher in flushers:
+                flusher.join(60)
+            results.append([run.id, ids(made), [flusher.is_alive() for flusher in flushers], answers])
+        say("RESULTS", results)
+        """
+    )
+    assert outcome.returncode == 0, outcome.describe()
+    for run_id, logged, stuck, answers in outcome.one("RESULTS"):
+        assert stuck == [False, False]
+        assert answers == {"null": True, "30.0": True}
+        view = PlatformView(producer.platform, run_id)
+        view.assert_closed_once()
+        assert sorted(view.stored_episode_ids) == sorted(logged)
