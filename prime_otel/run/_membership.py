@@ -85,16 +85,21 @@ class RunMarker:
                 self.path.unlink()
 
     def reports(self) -> list[dict[str, Any]]:
-        found = []
+        """Each worker's report; one caught mid-write reads as unsent (``pending`` unknown) until its next read."""
+        found: list[dict[str, Any]] = []
         for path in sorted((self.folder / WORKERS_DIR).glob("*.json")):
-            with contextlib.suppress(OSError, ValueError):
+            try:
                 found.append(json.loads(path.read_text(encoding="utf-8")))
+            except ValueError:
+                found.append({"pid": int(path.stem) if path.stem.isdigit() else 0})
+            except OSError:
+                continue
         return found
 
     def wait_for_workers(self, deadline: float) -> bool:
         """Until every live worker has nothing unsent (or the deadline); True when none is left waiting."""
         while True:
-            waiting = [r for r in self.reports() if r.get("pending", 0) > 0 and _alive(int(r.get("pid", 0)))]
+            waiting = [r for r in self.reports() if r.get("pending", 1) > 0 and _alive(int(r.get("pid", 0)))]
             if not waiting:
                 return True
             if time.monotonic() >= deadline:
@@ -134,6 +139,8 @@ class Membership:
         self._in_hand = 0
         self._last_pending = 0
         self._report_path = self.folder / WORKERS_DIR / f"{self._pid}.json"
+        self._report_descriptor: int | None = None
+        self._report_length = 0
         try:
             self._descriptor = os.open(self.folder / OPEN_MARKER, os.O_RDONLY)
         except FileNotFoundError:
@@ -202,19 +209,24 @@ class Membership:
                 self.report()  # nothing queued (written at once, or dropped): the owner must not wait for it
 
     def report(self) -> None:
-        """Writes this process's report for the owner (any thread; never raises)."""
+        """Rewrites this process's report for the owner in place (any thread; never raises): one ``pwrite`` of the
+        whole document, padded with spaces to the longest written so far, so a reader never sees a stale tail."""
         if not self.mine:
             return
-        try:
-            queued, counts = self._held()
-            pending = self._in_hand + queued
-            self._last_pending = pending
-            sinks = {sink: {"delivered": delivered, "failed": failed} for sink, (delivered, failed) in counts.items()}
-            write_quickly(
-                self._report_path, {"pid": self._pid, "logged": self.logged, "pending": pending, "sinks": sinks}
-            )
-        except Exception:  # a report is best effort: the owner then counts what it cannot confirm as lost
-            return
+        with self._lock:
+            try:
+                queued, counts = self._held()
+                pending = self._in_hand + queued
+                self._last_pending = pending
+                sinks = {name: {"delivered": done, "failed": failed} for name, (done, failed) in counts.items()}
+                document = {"pid": self._pid, "logged": self.logged, "pending": pending, "sinks": sinks}
+                data = json.dumps(document).encode()
+                self._report_length = max(self._report_length, len(data))
+                if self._report_descriptor is None:
+                    self._report_descriptor = os.open(self._report_path, os.O_RDWR | os.O_CREAT, 0o644)
+                os.pwrite(self._report_descriptor, data.ljust(self._report_length), 0)
+            except Exception:  # best effort: what the owner cannot confirm it counts as lost
+                return
 
 
 def _add_sinks(into: dict[str, list[int]], progress: Mapping[str, Any]) -> None:
