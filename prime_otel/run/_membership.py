@@ -107,19 +107,19 @@ class RunMarker:
             time.sleep(_POLL_SECONDS)
 
     def tally(self) -> WorkerTally:
+        """Counted from the losses each worker reports (failed on a sink, dropped, or still unsent when the run
+        closed): a sink that took no part (a standby fallback) can then never make delivered records look lost."""
         reports = [r for r in self.reports() if r.get("logged", 0) > 0]
         logged = delivered = 0
         lost: dict[int, int] = {}
         for report in reports:
-            # A sink that neither stored nor failed anything took no part (a standby fallback sink).
-            sinks = [s for s in (report.get("sinks") or {}).values() if s.get("delivered", 0) or s.get("failed", 0)]
-            everywhere = min((int(s.get("delivered", 0)) for s in sinks), default=0)
             count = int(report.get("logged", 0))
-            everywhere = min(everywhere, count)
+            failed = max((int(s.get("failed", 0)) for s in (report.get("sinks") or {}).values()), default=0)
+            missing = min(count, failed + int(report.get("dropped", 0)) + int(report.get("pending", 0)))
             logged += count
-            delivered += everywhere
-            if count > everywhere:
-                lost[int(report.get("pid", 0))] = count - everywhere
+            delivered += count - missing
+            if missing:
+                lost[int(report.get("pid", 0))] = missing
         return WorkerTally(processes=len(reports), logged=logged, delivered=delivered, lost_by_worker=lost)
 
 
@@ -134,6 +134,7 @@ class Membership:
         self._followers_lock = threading.RLock()
         self._followers: list[Progress] = []
         self._settled: dict[str, list[int]] = {}
+        self._settled_dropped = 0
         self._pid = os.getpid()
         self.logged = 0
         self._in_hand = 0
@@ -164,17 +165,21 @@ class Membership:
         with self._followers_lock:
             self._followers = [f for f in self._followers if f is not progress]
             _add_sinks(self._settled, final)
+            self._settled_dropped += int(final.get("dropped", 0))
 
-    def _held(self) -> tuple[int, dict[str, list[int]]]:
-        """(records still unsent, per sink [delivered, failed]) over every follower, finished ones included."""
+    def _held(self) -> tuple[int, int, dict[str, list[int]]]:
+        """(records still unsent, records dropped, per sink [delivered, failed]) over every follower, finished ones
+        included."""
         with self._followers_lock:
             followers, sinks = list(self._followers), {name: list(pair) for name, pair in self._settled.items()}
+            dropped = self._settled_dropped
         queued = 0
         for progress in followers:
             held = progress()
             queued += int(held.get("queued", 0))
+            dropped += int(held.get("dropped", 0))
             _add_sinks(sinks, held)
-        return queued, sinks
+        return queued, dropped, sinks
 
     @property
     def open(self) -> bool:
@@ -215,11 +220,17 @@ class Membership:
             return
         with self._lock:
             try:
-                queued, counts = self._held()
+                queued, dropped, counts = self._held()
                 pending = self._in_hand + queued
                 self._last_pending = pending
                 sinks = {name: {"delivered": done, "failed": failed} for name, (done, failed) in counts.items()}
-                document = {"pid": self._pid, "logged": self.logged, "pending": pending, "sinks": sinks}
+                document = {
+                    "pid": self._pid,
+                    "logged": self.logged,
+                    "pending": pending,
+                    "dropped": dropped,
+                    "sinks": sinks,
+                }
                 data = json.dumps(document).encode()
                 self._report_length = max(self._report_length, len(data))
                 if self._report_descriptor is None:

@@ -130,6 +130,7 @@ class Run:
             self._status_line.start()
         self._workers = WorkerTally()
         self._progress_of_worker: Callable[[], dict[str, Any]] = dict
+        self._dropped_at_join = 0
         self._atexit: AtexitHook | None = None
         if parts.mode != "disabled":
             self._atexit = AtexitHook(self._on_exit)
@@ -200,6 +201,7 @@ class Run:
         if membership is None:
             return
         baseline = self._delivered_per_sink()
+        self._dropped_at_join = sum(uploader.dropped_records for uploader in self._uploaders)
         self._progress_of_worker = lambda: self._worker_progress(baseline)
         membership.follow(self._progress_of_worker)
         for uploader in self._uploaders:
@@ -225,7 +227,12 @@ class Run:
             }
             for name, (delivered, failed) in self._delivered_per_sink().items()
         }
-        return {"queued": sum(uploader.queued_records for uploader in self._uploaders), "sinks": sinks}
+        dropped = sum(uploader.dropped_records for uploader in self._uploaders) - self._dropped_at_join
+        return {
+            "queued": sum(uploader.queued_records for uploader in self._uploaders),
+            "dropped": dropped,
+            "sinks": sinks,
+        }
 
     @property
     def folder(self) -> str | None:
@@ -491,7 +498,8 @@ class Run:
         if self._closure is Closure.NOT_CONFIRMED and parts.run_folder is None:
             self._quietly("writing the run folder for prime-otel sync", self._write_sync_folder, surface=False)
         self._report = self._build_report(final=True)
-        if parts.run_folder is not None:
+        if parts.run_folder is not None and self._owns_lifecycle:
+            # The run's folder holds the owner's report; a worker's part is in its report under workers/.
             self._quietly("writing the delivery report", self._write_report_files, surface=False)
         self._warn_losses(self._report)
         if parts.print_report and parts.mode != "disabled":
