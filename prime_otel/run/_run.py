@@ -413,23 +413,23 @@ class Run:
         while another thread finishes waits for that finish (bounded by ``timeout`` or the run's budget). The owner
         first stops its workers from logging and waits, within the budget, for what they logged."""
         target = coerce_status(status)
-        # A non-blocking acquire is atomic, also against a signal handler finishing on this very thread.
-        starting = self._finish_token.acquire(blocking=False)
-        if starting:
+        # The whole call is a closing: a termination signal arriving on this thread meanwhile (even before the
+        # teardown began) waits for it instead of ending the process in the middle of it.
+        with SIGNALS.closing():
+            # A non-blocking acquire is atomic, also against a signal handler finishing on this very thread.
+            if not self._finish_token.acquire(blocking=False):
+                # Another thread is finishing (or did): wait for it, bounded, so the caller sees the final report.
+                self._await_finish(timeout)
+                return self._report
             self._finishing_thread = threading.get_ident()
             self._finishing = True
-        else:
-            # Another thread is finishing (or did): wait for it, bounded, so the caller sees the final report.
-            self._await_finish(timeout)
-            return self._report
-        try:
-            with SIGNALS.closing():
+            try:
                 budget = self._parts.finish_timeout if timeout is None else max(0.0, timeout)
                 self._admission.close(budget)
                 self._teardown(target, summary, error, timeout)
-        finally:
-            self._finished = True
-            self._done.set()
+            finally:
+                self._finished = True
+                self._done.set()
         self._parts.notes.raise_held()
         return self._report
 

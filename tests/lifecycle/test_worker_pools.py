@@ -439,4 +439,4 @@ if __name__ == "__main__":
     view = PlatformView(producer.platform, outcome.run_id)
     view.assert_closed_once()
     _assert_each_once(view, logged)
-    assert outcome.one("WORKERS")["lost"] == 0
+    assert outcome.one("WORKERS")["lost"] == 0, outcome.describe()
