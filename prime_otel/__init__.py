@@ -19,7 +19,7 @@ from .errors import (
     TransportError,
     UnauthorizedError,
 )
-from .run import Closure, DeliveryReport, Run, SinkReport, init
+from .run import Closure, DeliveryReport, Run, RunHandle, SinkReport, WorkerTally, init, join
 
 MODE_ENV = "PRIME_RUNS_MODE"
 TRACES_OPT_OUT_ENV = "PRIME_TRACES_OPT_OUT"
@@ -44,6 +44,7 @@ __all__ = [
     "RetryableAPIError",
     "Run",
     "RunFinishedError",
+    "RunHandle",
     "RunKind",
     "RunMode",
     "RunStatus",
@@ -51,8 +52,10 @@ __all__ = [
     "TrainingSpec",
     "TransportError",
     "UnauthorizedError",
+    "WorkerTally",
     "exceptions",
     "init",
+    "join",
     "metrics",
     "models",
     "projection",

@@ -9,7 +9,8 @@ makes these fixtures available everywhere:
 
 Each is a :class:`LocalPlatform`: ``url``, ``api_key``, ``env`` (the ``PRIME_*`` variables that
 point an SDK at it), and ``inspect``, a client for the inspection and fault-injection API.
-Outside pytest, :func:`start_local_platform` starts one (use it as a context manager).
+Outside pytest, :func:`start_local_platform` starts one (use it as a context manager); pytest is imported
+only when it is already running (it loads this plugin), so the helpers work where pytest is not installed.
 """
 
 from __future__ import annotations
@@ -20,15 +21,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import httpx
-import pytest
 
-__all__ = ["Inspector", "LocalPlatform", "local_platform", "local_platform_session", "start_local_platform"]
+__all__ = ["Inspector", "LocalPlatform", "start_local_platform"]
 
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
@@ -234,28 +234,7 @@ def start_local_platform(data_dir: str | os.PathLike[str], **options: Any) -> Lo
     return LocalPlatform(Path(data_dir), options).start()
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "local_platform(**options): options for the local_platform fixture's server (prime_otel)"
-    )
+if "pytest" in sys.modules:  # loaded as pytest's plugin (or beside it): the fixtures need pytest
+    from ._pytest_fixtures import local_platform, local_platform_session, pytest_configure
 
-
-@pytest.fixture
-def local_platform(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LocalPlatform]:
-    """A fresh local platform for one test."""
-    marker = request.node.get_closest_marker("local_platform")
-    platform = start_local_platform(tmp_path / "prime-local", **(marker.kwargs if marker else {}))
-    try:
-        yield platform
-    finally:
-        platform.stop()
-
-
-@pytest.fixture(scope="session")
-def local_platform_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPlatform]:
-    """One local platform shared by the session; call ``reset()`` after changing its faults or settings."""
-    platform = start_local_platform(tmp_path_factory.mktemp("prime-local"))
-    try:
-        yield platform
-    finally:
-        platform.stop()
+    __all__ += ["local_platform", "local_platform_session", "pytest_configure"]

@@ -26,6 +26,7 @@ from typing import Any, Generic
 
 from .._fork import register_for_fork_reset
 from .._sink import RecordT
+from .._throttle import ThrottledWarning
 from ._lanes import Delivery, Handout, LaneBarrier, SinkLane
 from ._slot import SinkSlot
 from ._spool import RunSpool, SpooledRecord
@@ -45,6 +46,8 @@ SPILLED_IN_MEMORY_BYTES = 8 * 1024 * 1024
 _STOP = object()
 # How much each delivery's measured mean moves a kind's estimate of bytes per record.
 _ESTIMATE_WEIGHT = 0.25
+# How often a waiting flush looks whether the uploader thread is still there to answer its barrier.
+_FLUSH_CHECK_SECONDS = 0.05
 
 
 @dataclass
@@ -99,6 +102,7 @@ class _Outstanding:
             uploader._undelivered -= self._records
         if self._then is not None:
             self._then()
+        uploader._report_settled()
 
 
 class _Barrier:
@@ -145,6 +149,10 @@ def remaining(deadline: float | None) -> float | None:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
+def _slice(left: float | None) -> float:
+    return _FLUSH_CHECK_SECONDS if left is None else min(left, _FLUSH_CHECK_SECONDS)
+
+
 class Uploader(Generic[RecordT]):
     """Queue, worker, coalescing and barriers; subclasses say how a coalesced batch reaches the sinks.
 
@@ -168,7 +176,11 @@ class Uploader(Generic[RecordT]):
         self.dropped_records = 0
         self.abandoned_records = 0
         self.shutdown_timeout: float | None = 30.0
+        #: Called on the uploader thread after each delivery settled its records (a joined worker reports its
+        #: progress to the run's owner through it).
+        self.on_settled: Callable[[], None] | None = None
         self._undelivered = 0
+        self._queue_full_warning = ThrottledWarning(_logger)
         self._max_queue_batches = max_queue_batches
         self._max_queue_bytes = max_queue_bytes
         self._record_sizes = _RecordSizes()
@@ -242,7 +254,7 @@ class Uploader(Generic[RecordT]):
             with self._lock:
                 self.dropped_records += left
                 total = self.dropped_records
-            _logger.warning(
+            self._queue_full_warning.warn(
                 "uploader queue full for %.1f s: dropped %d records (%d so far); the producer outran the uploader",
                 self._put_timeout,
                 left,
@@ -388,6 +400,14 @@ class Uploader(Generic[RecordT]):
             except queue.Empty:
                 self._tick()
 
+    def _report_settled(self) -> None:
+        listener = self.on_settled
+        if listener is not None:
+            try:
+                listener()
+            except Exception:
+                _logger.debug("reporting the uploader's progress failed", exc_info=True)
+
     def _when_written(self, items: list[Any]) -> Callable[[], None] | None:
         """What to do once every lane wrote a delivery of ``items`` (None: nothing)."""
         return None
@@ -525,7 +545,13 @@ class Uploader(Generic[RecordT]):
             return True
         barrier = _Barrier(drain_spool, deadline)
         self._queue.put(barrier)
-        return barrier.done.wait(remaining(deadline))
+        # In slices: a close on another thread may stop the uploader before it reaches this barrier.
+        while not barrier.done.wait(_slice(remaining(deadline))):
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            if not thread.is_alive():
+                return self._undelivered == 0
+        return True
 
     def close(self, timeout: float | None = 30.0) -> bool:
         """Stop after writing what is queued; sinks stay open (and False is returned) if a worker outlives it."""
@@ -576,6 +602,7 @@ class Uploader(Generic[RecordT]):
             self.spool.save()
         with self._lock:
             self.abandoned_records = abandoned
+        self._report_settled()
         if abandoned:
             _logger.warning(
                 "the uploader is still writing at the deadline: %d records counted as lost; its sinks are left open",
@@ -616,6 +643,7 @@ class Uploader(Generic[RecordT]):
         """In a forked child: the parent's queued records are the parent's; counters and strikes carry over."""
         self._init_runtime_state()
         self._undelivered = 0
+        self._queue_full_warning.reset_after_fork()
         for slot in self.slots:
             slot.reset_after_fork()
         for lane in self.lanes:

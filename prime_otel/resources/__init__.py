@@ -7,7 +7,6 @@ from ._advertisement import (
     RUN_KIND_ENV,
     RUN_OWNER_PID_ENV,
     InheritedRun,
-    RunAdvertisement,
     inherited_run,
 )
 from ._detector import PrimeRunResourceDetector
@@ -19,7 +18,6 @@ __all__ = [
     "RUN_OWNER_PID_ENV",
     "InheritedRun",
     "PrimeRunResourceDetector",
-    "RunAdvertisement",
     "RunIdentity",
     "detect_rank",
     "inherited_run",

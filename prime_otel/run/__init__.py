@@ -4,7 +4,8 @@ line and the delivery report. Also prime-runs 0.1.4's ``prime_runs.run`` names."
 from .._config import MODE_ENV
 from ..processors import TRAINING_PAUSE_SECONDS
 from ._init import init
-from ._report import Closure, DeliveryReport, SinkReport
+from ._join import RunHandle, join
+from ._report import Closure, DeliveryReport, SinkReport, WorkerTally
 from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run
 
 #: How long ``finish()`` lets queued uploads drain by default (``finish_timeout=`` changes it).
@@ -19,6 +20,9 @@ __all__ = [
     "Closure",
     "DeliveryReport",
     "Run",
+    "RunHandle",
     "SinkReport",
+    "WorkerTally",
     "init",
+    "join",
 ]

@@ -18,6 +18,7 @@ from .._assembly import sdk_record_sinks, sink_slots, step_metric_sinks
 from .._backends import EvalBackend, RunBackend, RunSpec, TrainingBackend
 from .._config import (
     FINISH_TIMEOUT_ENV,
+    MODE_ENV,
     SAMPLES_STEP_INTERVAL_ENV,
     SINKS_ENV,
     SPOOL_MAX_BYTES_ENV,
@@ -61,9 +62,11 @@ from ..offline._run_document import producer_process, recorded_urls
 from ..offline._writer import RUN_FILE, OfflineRunWriter, offline_run_id
 from ..processors import TRAINING_PAUSE_SECONDS, RecordProcessor, StepMetricsUploader
 from ..processors._spool import DEFAULT_SPOOL_MAX_BYTES, SPOOL_DIR, RunSpool
-from ..resources import RunAdvertisement, RunIdentity, detect_rank, inherited_run, run_resource
+from ..resources import RunIdentity, detect_rank, run_resource
 from ._containment import ErrorNotes, OnError
+from ._membership import Membership, RunMarker, membership_of
 from ._offline_spans import OfflineRecordSpans
+from ._open_runs import JoinTarget, find_run_to_join
 from ._run import DEFAULT_FINISH_TIMEOUT_SECONDS, Run, RunParts
 from ._spool_home import online_runs_dir
 
@@ -103,6 +106,7 @@ def init(
     spool_max_bytes: int | None = None,
     status_line: bool | None = None,
     tee_otlp_endpoint: str | None = None,
+    _joining: JoinTarget | None = None,
 ) -> Run:
     """Open a run on the Prime platform (or join the one this process inherited) and return its handle.
 
@@ -130,6 +134,13 @@ def init(
     ``http/protobuf``): an online run also exports its spans (episode spans with GenAI attributes and evaluation
     events, and every span of its tracer provider) and its step metric points to this OTLP endpoint, on its own
     threads; what the platform receives does not change. See docs/genai.md.
+
+    Joining: without ``id=``, a process started by a run's owner (a ``multiprocessing`` worker with any start
+    method, a forked child, a spawned helper inheriting ``PRIME_RUN_ID``) joins the newest run of its ``kind``
+    the owner has open *now*, or gets ``RunFinishedError`` when the run it inherited is finished. With several
+    runs open (an eval inside training, two evals) pass ``run.handle`` to workers and call
+    ``prime_otel.join(handle)`` there. A joined process never closes the run; what it logged is drained when it
+    ends and counted in the owner's report.
     """
     settings = resolve_settings(api_key=api_key, team_id=team_id, base_url=base_url)
     sinks = cast(SinkPolicy, resolve_choice(sinks, SINKS_ENV, _SINK_POLICIES, "dual"))
@@ -170,17 +181,22 @@ def init(
         training=training,
         frontend_url=settings.frontend_url,
     )
-    resolved_mode = resolve_mode(mode, settings)
+    budget = DEFAULT_FINISH_TIMEOUT_SECONDS if finish_timeout is None else max(0.0, finish_timeout)
+    rank, world_size = detect_rank()
+    asked_mode = mode if mode is not None else (os.environ.get(MODE_ENV) or "").strip() or None
+    if _joining is not None:
+        joined: JoinTarget | None = _joining
+    elif id is None and str(asked_mode).lower() != "disabled":
+        joined = find_run_to_join(kind, Path(settings.runs_dir))
+    else:
+        joined = None
+    listed_mode = joined.listed.mode if joined is not None and joined.listed is not None else ""
+    if asked_mode is None and listed_mode in ("online", "offline"):
+        asked_mode = listed_mode  # a worker logs the way its owner does
+    resolved_mode = resolve_mode(asked_mode, settings)
     opted_out = (
         resolve_traces_opt_out(traces_opt_out, file=settings.file_values) if resolved_mode != "disabled" else False
     )
-    budget = DEFAULT_FINISH_TIMEOUT_SECONDS if finish_timeout is None else max(0.0, finish_timeout)
-    rank, world_size = detect_rank()
-    joined = inherited_run() if id is None else None
-    if joined is not None and joined.kind and joined.kind != kind:
-        raise ConfigurationError(
-            f"this process inherited {joined.kind} run {joined.id} but init() asked for kind={kind!r}"
-        )
     if resolved_mode != "disabled" and rank > 0 and id is None and joined is None:
         _logger.warning("rank %d has no run to join (no id= and no PRIME_RUN_ID); this rank logs nothing", rank)
         resolved_mode = "disabled"
@@ -188,20 +204,12 @@ def init(
     if resolved_mode == "disabled":
         return _disabled_run(spec, id, on_error)
     if resolved_mode == "offline":
-        return _offline_run(
-            spec,
-            settings,
-            id or (joined.id if joined else None),
-            joined is None,
-            on_error,
-            budget,
-            step_interval=samples_step_interval,
-        )
+        return _offline_run(spec, settings, id, joined, on_error, budget, step_interval=samples_step_interval)
     return _online_run(
         spec,
         settings,
         id=id,
-        joined_id=joined.id if joined else None,
+        joined=joined,
         opted_out=opted_out,
         sinks=sinks,
         on_error=on_error,
@@ -242,13 +250,22 @@ def _hold_run_folder(run_folder: Path) -> list[Callable[[], None]]:
     return [lock.release]
 
 
-def _advertise(identity: RunIdentity, owner: bool) -> RunAdvertisement | None:
-    """The owner exports ``PRIME_RUN_ID`` (with its PID) so children and other ranks join instead of creating."""
-    if not owner:
+def _open_marker(folder: Path, identity: RunIdentity, mode: str, notes: ErrorNotes) -> RunMarker | None:
+    """The owner's open marker, which local workers check before each log call; without one (the runs folder
+    takes no write) workers join through ``PRIME_RUN_ID`` unchecked, as across machines."""
+    document = {"id": identity.id, "kind": identity.kind, "mode": mode, "owner_pid": os.getpid()}
+    try:
+        return RunMarker(folder, document)
+    except OSError as exc:
+        notes.note(f"marking the run open in {folder}", exc, surface=False)
         return None
-    advertisement = RunAdvertisement(identity.id, identity.kind)
-    advertisement.publish()
-    return advertisement
+
+
+def _membership(joined: JoinTarget | None) -> Membership | None:
+    """A joined process checks with the owner's marker that the run is open (raises ``RunFinishedError``)."""
+    if joined is None or joined.listed is None:
+        return None
+    return membership_of(Path(joined.listed.folder), joined.id)
 
 
 def _spool_enabled(argument: bool | None) -> bool:
@@ -350,14 +367,17 @@ def _offline_run(
     spec: RunSpec,
     settings: Settings,
     run_id: str | None,
-    owner: bool,
+    joined: JoinTarget | None,
     on_error: OnError,
     budget: float,
     *,
     step_interval: int,
 ) -> Run:
     check_runs_dir(settings.runs_dir)
-    identity = RunIdentity(id=run_id or offline_run_id(), kind=spec.kind, name=spec.name)
+    owner = joined is None
+    membership = _membership(joined)
+    run_id = run_id or (joined.id if joined else None) or offline_run_id()
+    identity = RunIdentity(id=run_id, kind=spec.kind, name=spec.name)
     writer = OfflineRunWriter(Path(settings.runs_dir) / identity.id, identity.id, spec.kind)
     if owner:
         writer.write_run_document(
@@ -380,7 +400,8 @@ def _offline_run(
                 **producer_process(),
             }
         )
-    advertisement = _advertise(identity, owner)
+    notes = ErrorNotes(identity.id, on_error)
+    marker = _open_marker(writer.folder, identity, "offline", notes) if owner else None
     _logger.info("Run %s (offline): %s", identity.id, writer.folder)
     record_spans = OfflineRecordSpans(writer)
     provider = TracerProvider(resource=run_resource(identity), shutdown_on_exit=False)
@@ -393,13 +414,15 @@ def _offline_run(
             attached=False,
             owns_lifecycle=owner,
             config=spec.config,
-            notes=ErrorNotes(identity.id, on_error),
+            notes=notes,
             finish_timeout=budget,
             offline=writer,
-            advertisement=advertisement,
             tracer_provider=provider,
             record_spans=record_spans,
             closers=[writer.close],
+            local_folder=writer.folder,
+            marker=marker,
+            membership=membership,
         )
     )
 
@@ -413,7 +436,7 @@ def _online_run(
     settings: Settings,
     *,
     id: str | None,
-    joined_id: str | None,
+    joined: JoinTarget | None,
     opted_out: bool,
     sinks: SinkPolicy,
     on_error: OnError,
@@ -428,6 +451,8 @@ def _online_run(
 ) -> Run:
     if not settings.api_key:
         raise ConfigurationError("online mode needs an API key: pass api_key=... or set PRIME_API_KEY")
+    joined_id = joined.id if joined is not None else None
+    membership = _membership(joined)
     with_spool = spool_max_bytes is not None and transport == "direct"
     runs_dir = online_runs_dir(settings)
     if with_spool:
@@ -529,7 +554,7 @@ def _online_run(
             metrics.tee = teed.rows
         _logger.info("Run %s: also exporting its spans and metric points to %s (%s)", identity.id, tee[0], tee[1])
 
-    advertisement = _advertise(identity, owner)
+    marker = _open_marker(run_folder, identity, "online", notes) if owner else None
     _logger.info("Run %s: %s", identity.id, opened.url)
     return Run(
         RunParts(
@@ -550,7 +575,9 @@ def _online_run(
             sync_document=document,
             sync_folder=run_folder,
             tracer_provider=provider,
-            advertisement=advertisement,
+            local_folder=run_folder,
+            marker=marker,
+            membership=membership,
             closers=closers,
             status_line=status_line,
         )

@@ -93,6 +93,27 @@ class SinkReport:
 
 
 @dataclass(frozen=True)
+class WorkerTally:
+    """What worker processes logged into the run, as their reports to the owner say."""
+
+    processes: int = 0
+    logged: int = 0
+    delivered: int = 0
+    #: Worker pid -> records it logged that did not reach every sink before the run closed.
+    lost_by_worker: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def lost(self) -> int:
+        return sum(self.lost_by_worker.values())
+
+    def line(self) -> str:
+        text = f"workers: {self.processes} processes logged {self.logged} records: {self.delivered} delivered"
+        if self.lost:
+            text += f", {self.lost} LOST (" + ", ".join(f"pid {p}: {n}" for p, n in self.lost_by_worker.items()) + ")"
+        return text
+
+
+@dataclass(frozen=True)
 class DeliveryReport:
     run_id: str
     url: str | None
@@ -105,11 +126,13 @@ class DeliveryReport:
     folder: str | None = None
     #: Facts about the run's spool and folder a reader needs (e.g. a spool that filled its disk).
     notes: tuple[str, ...] = ()
+    #: Records other processes (pool workers, forked children, spawned helpers) logged into this run.
+    workers: WorkerTally = field(default_factory=WorkerTally)
 
     @property
     def records_complete(self) -> bool:
-        """Every record reached every sink it was meant for."""
-        return all(s.complete for s in self.sinks)
+        """Every record reached every sink it was meant for (those the run's workers logged too)."""
+        return all(s.complete for s in self.sinks) and not self.workers.lost
 
     @property
     def complete(self) -> bool:
@@ -128,6 +151,7 @@ class DeliveryReport:
             "folder": self.folder,
             "notes": list(self.notes),
             "sinks": [{**asdict(s), "complete": s.complete} for s in self.sinks],
+            "workers": {**asdict(self.workers), "lost": self.workers.lost},
         }
 
     @property
@@ -136,6 +160,8 @@ class DeliveryReport:
 
     def render(self) -> str:
         lines = [self._head(), *("  " + s.line() for s in self.sinks), *("  " + note for note in self.notes)]
+        if self.workers.processes:
+            lines.append("  " + self.workers.line())
         if self.complete:
             lines.append("  complete: every record reached every sink it was meant for")
         else:
@@ -191,6 +217,11 @@ class DeliveryReport:
             steps.append(
                 f"records possibly missing ({what}): a request failed ambiguously and is never resent; "
                 "check the run on the platform"
+            )
+        if self.workers.lost:
+            steps.append(
+                f"records logged by worker processes did not all arrive ({self.workers.lost}): a worker ended, or was "
+                "still sending when the run closed, before they reached every sink"
             )
         if needs_closing and not spooled:
             if self.folder:

@@ -9,7 +9,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -23,6 +23,7 @@ from opentelemetry.trace import Tracer
 from .._backends import ClosedAs, RunBackend, close_run
 from .._files import write_json_atomically
 from .._fork import register_for_fork_reset
+from .._throttle import ThrottledWarning
 from .._types import CONFIG_SOURCE_KEY, ConfigSource, RunKind, RunMode, RunStatus
 from ..client import PlatformHTTP
 from ..errors import RunFinishedError
@@ -32,16 +33,23 @@ from ..offline._writer import RUN_FILE, OfflineRunWriter
 from ..processors import RecordProcessor, RunLifecycleProcessor, SinkSlot, StepMetricsUploader, Uploader
 from ..processors._spool import DISK_FULL, RunSpool
 from ..records import clean, loggable, metric_row
-from ..resources import RunAdvertisement, RunIdentity
+from ..resources import RunIdentity
+from ._admission import Admission
 from ._containment import ErrorNotes, describe
-from ._exit_paths import SIGNAL_FINISH_TIMEOUT_SECONDS, AtexitHook, SignalChain, exit_status
-from ._report import Closure, DeliveryReport, SinkReport
+from ._exit_paths import SIGNALS, AtexitHook, exit_status
+from ._join import RunHandle
+from ._membership import Membership, RunMarker, membership_of
+from ._open_runs import OPEN_RUNS, OpenRun
+from ._report import Closure, DeliveryReport, SinkReport, WorkerTally
 from ._status_line import Progress, StatusLine
+from ._worker_exit import drain_at_worker_exit, follow_into_forked_workers
 
 _logger = logging.getLogger("prime_otel")
 
 DEFAULT_FINISH_TIMEOUT_SECONDS = 300.0
 CRASH_MESSAGE = "process exited without finishing the run"
+# A finish() that finds another thread finishing waits this much longer than the budget it was given.
+_FINISH_WAIT_MARGIN_SECONDS = 5.0
 REPORT_FILE = "report.json"
 _CLOSURE_OF = {
     ClosedAs.CONFIRMED: Closure.CONFIRMED,
@@ -70,7 +78,11 @@ class RunParts:
     run_folder: Path | None = None
     tracer_provider: TracerProvider | None = None
     offline: OfflineRunWriter | None = None
-    advertisement: RunAdvertisement | None = None
+    #: The run's folder on this machine (``<runs folder>/<run id>``), where owner and workers coordinate.
+    local_folder: Path | None = None
+    #: The owner's open marker (owner only), or this joined process's membership of the run (workers only).
+    marker: RunMarker | None = None
+    membership: Membership | None = None
     closers: list[Callable[[], None]] = field(default_factory=list)
     print_report: bool = True
     #: What ``prime-otel sync`` needs to close this run later (owner, direct transport); written to
@@ -94,7 +106,13 @@ def coerce_status(status: RunStatus | str) -> RunStatus:
 
 
 class Run:
-    """One run on the Prime platform. Create it with ``prime_otel.init()``."""
+    """One run on the Prime platform. Create it with ``prime_otel.init()``; in worker processes reach it with
+    ``prime_otel.join(run.handle)`` (or a plain ``init()``, which joins the owner's open run of its kind).
+
+    Every method is safe from any thread. ``log_*`` calls are either accepted (and delivered, or counted in the
+    report) or refused with ``RunFinishedError`` once ``finish()`` began, here or (for a joined process) by the
+    run's owner. Only the owner closes the run; a joined process drains what it logged when it ends. See
+    docs/workers-and-signals.md for signals and worker pools."""
 
     def __init__(self, parts: RunParts) -> None:
         self._parts = parts
@@ -104,10 +122,13 @@ class Run:
         self._finishing = False
         self._finished = False
         self._owns_lifecycle = parts.owns_lifecycle
-        self._state_lock = threading.Lock()
-        self._finish_lock = threading.RLock()
+        self._state_lock = threading.RLock()
+        self._admission = Admission()
+        self._finish_token = threading.Lock()  # taken once, by the one finish() that tears the run down
+        self._done = threading.Event()
+        self._finishing_thread: int | None = None
+        self._flush_warning = ThrottledWarning(_logger)
         self._report: DeliveryReport | None = None
-        self._report_when_finishing: DeliveryReport | None = None
         self._final_error: str | None = None
         self._deadline: float | None = None
         self._closure = Closure.OPEN
@@ -117,13 +138,20 @@ class Run:
         self._status_line = StatusLine(parts.identity.id, self._progress)
         if parts.mode == "online" and parts.status_line:
             self._status_line.start()
+        self._workers = WorkerTally()
+        self._progress_of_worker: Callable[[], dict[str, Any]] = dict
+        self._dropped_at_join = 0
         self._atexit: AtexitHook | None = None
-        self._signals: SignalChain | None = None
         if parts.mode != "disabled":
             self._atexit = AtexitHook(self._on_exit)
+            SIGNALS.register(self)
+            follow_into_forked_workers(self, Run._on_exit)
             if parts.owns_lifecycle:
-                self._signals = SignalChain(self._on_signal)
-                self._signals.install()
+                if parts.local_folder is not None:
+                    OPEN_RUNS.opened(self._open_run_entry(), parts.local_folder.parent, self)
+            else:
+                drain_at_worker_exit(self._on_exit)
+                self._follow_membership()
         register_for_fork_reset(self)
 
     # -- identity --------------------------------------------------------------------------------
@@ -155,6 +183,66 @@ class Run:
     @property
     def finished(self) -> bool:
         return self._finished
+
+    @property
+    def still_open(self) -> bool:
+        """Not finished here, and (in a joined process) not closed by its owner."""
+        membership = self._parts.membership
+        return not (self._finishing or self._finished) and (membership is None or membership.open)
+
+    @property
+    def handle(self) -> RunHandle:
+        """A small picklable value naming this run; pass it to workers, which call ``prime_otel.join(handle)``."""
+        folder = self._parts.local_folder
+        return RunHandle(id=self.id, kind=self.kind, mode=self.mode, folder=str(folder) if folder else "")
+
+    @property
+    def workers(self) -> WorkerTally:
+        """What worker processes logged into this run (final once the owner finished it)."""
+        marker = self._parts.marker
+        return marker.tally() if marker is not None and not self._finished else self._workers
+
+    def _open_run_entry(self) -> OpenRun:
+        return OpenRun(id=self.id, kind=self.kind, mode=self.mode, folder=str(self._parts.local_folder))
+
+    def _follow_membership(self) -> None:
+        """A joined process reports its progress to the owner after each log call and each delivery."""
+        membership = self._parts.membership
+        if membership is None:
+            return
+        baseline = self._delivered_per_sink()
+        self._dropped_at_join = sum(uploader.dropped_records for uploader in self._uploaders)
+        self._progress_of_worker = lambda: self._worker_progress(baseline)
+        membership.follow(self._progress_of_worker)
+        for uploader in self._uploaders:
+            uploader.on_settled = membership.report
+        membership.report()
+
+    def _delivered_per_sink(self) -> dict[str, tuple[int, int]]:
+        """Per record sink: (delivered, failed)."""
+        counts = {}
+        if self._parts.processor is not None:
+            for slot in self._parts.processor.slots:
+                counts[slot.name] = (slot.exporter.stats.delivered, slot.failed)
+        if self._parts.offline is not None:
+            counts["offline"] = (self._parts.offline.records_written, self._parts.offline.failed)
+        return counts
+
+    def _worker_progress(self, baseline: Mapping[str, tuple[int, int]]) -> dict[str, Any]:
+        """Counted from what this process's sinks had done when it joined (a forked child inherits counts)."""
+        sinks = {
+            name: {
+                "delivered": delivered - baseline.get(name, (0, 0))[0],
+                "failed": failed - baseline.get(name, (0, 0))[1],
+            }
+            for name, (delivered, failed) in self._delivered_per_sink().items()
+        }
+        dropped = sum(uploader.dropped_records for uploader in self._uploaders) - self._dropped_at_join
+        return {
+            "queued": sum(uploader.queued_records for uploader in self._uploaders),
+            "dropped": dropped,
+            "sinks": sinks,
+        }
 
     @property
     def folder(self) -> str | None:
@@ -242,14 +330,27 @@ class Run:
     def _log(self, operation: str, records: Iterable[Any]) -> None:
         self._check_live(operation)
         batch = loggable(operation, records)
-        with self._state_lock:
+        with self._admitted(operation, len(batch)):
+            if not batch:
+                return
+            if self._parts.offline is not None:
+                self._parts.offline.write_records(operation, batch)
+            elif self._parts.processor is not None:
+                self._parts.processor.submit(batch)
+
+    @contextlib.contextmanager
+    def _admitted(self, operation: str, records: int) -> Iterator[None]:
+        """One log call, admitted before ``finish()`` began (here, or by the owner of a joined run) or refused:
+        ``finish()`` waits for the calls it admitted."""
+        if not self._admission.enter():
             self._check_live(operation)
-        if not batch:
-            return
-        if self._parts.offline is not None:
-            self._parts.offline.write_records(operation, batch)
-        elif self._parts.processor is not None:
-            self._parts.processor.submit(batch)
+            raise RunFinishedError(f"{operation}() was called on run {self.id}, which is already finished.")
+        try:
+            membership = self._parts.membership
+            with membership.admitting(records) if membership is not None else contextlib.nullcontext():
+                yield
+        finally:
+            self._admission.leave()
 
     def log_metrics(self, values: Mapping[str, Any], *, step: int | None = None) -> None:
         """Per-step training metrics; a no-op on eval runs.
@@ -264,10 +365,11 @@ class Run:
             return
         row: dict[str, Any] = metric_row(values, step)
         row.setdefault("_timestamp", time.time())
-        if self._parts.offline is not None:
-            self._parts.offline.write_metrics(row)
-        elif self._parts.metrics is not None:
-            self._parts.metrics.submit(row)
+        with self._admitted("log_metrics", 0):
+            if self._parts.offline is not None:
+                self._parts.offline.write_metrics(row)
+            elif self._parts.metrics is not None:
+                self._parts.metrics.submit(row)
 
     def update_summary(self, values: Mapping[str, Any]) -> None:
         with self._state_lock:
@@ -284,15 +386,31 @@ class Run:
     # -- flush and finish ------------------------------------------------------------------------
 
     def flush(self, timeout: float | None = 30.0) -> bool:
-        """Wait until everything logged so far was written; False when ``timeout`` passed first."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if self._parts.metrics is not None:
-            self._parts.metrics.collect()
-        drained = all([uploader.flush(None if deadline is None else _left(deadline)) for uploader in self._uploaders])
+        """Wait until everything logged so far was written; False when ``timeout`` passed first. Safe from any
+        thread: while ``finish()`` runs elsewhere it waits for that finish (whose budget bounds it), and returns
+        as soon as everything is settled."""
+        if self._finishing or self._finished:
+            drained = self._await_finish(timeout)
+        else:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            if self._parts.metrics is not None:
+                with contextlib.suppress(Exception):  # a finish on another thread may close the reader meanwhile
+                    self._parts.metrics.collect()
+            left = [uploader.flush(None if deadline is None else _left(deadline)) for uploader in self._uploaders]
+            drained = all(left)
         if not drained:
-            _logger.warning("Run %s: flush did not drain within %s s", self.id, timeout)
+            self._flush_warning.warn("Run %s: flush did not drain within %s s", self.id, timeout)
         self._parts.notes.raise_held()
         return drained
+
+    def _await_finish(self, timeout: float | None) -> bool:
+        """Waits for a finish under way on another thread (never for one this thread is inside: a signal handler
+        interrupting it); at most ``timeout``, or the run's finish budget (plus a margin) when it is None."""
+        if self._finishing_thread == threading.get_ident():
+            return self._finished
+        if timeout is None:
+            timeout = self._parts.finish_timeout + _FINISH_WAIT_MARGIN_SECONDS
+        return self._done.wait(max(0.0, timeout))
 
     def finish(
         self,
@@ -302,23 +420,27 @@ class Run:
         error: str | None = None,
         timeout: float | None = None,
     ) -> DeliveryReport:
-        """Drain, close the run on the platform with ``status``, and report what was delivered. Idempotent: a
-        second call (or one made while the first is under way, from a signal handler) returns the report as it
-        stands."""
+        """Drain, close the run on the platform with ``status``, and report what was delivered. Idempotent; a call
+        while another thread finishes waits for that finish (bounded by ``timeout`` or the run's budget). The owner
+        first stops its workers from logging and waits, within the budget, for what they logged."""
         target = coerce_status(status)
-        with self._finish_lock:
-            if self._finished:
+        # The whole call is a closing: a termination signal arriving on this thread meanwhile (even before the
+        # teardown began) waits for it instead of ending the process in the middle of it.
+        with SIGNALS.closing():
+            # A non-blocking acquire is atomic, also against a signal handler finishing on this very thread.
+            if not self._finish_token.acquire(blocking=False):
+                # Another thread is finishing (or did): wait for it, bounded, so the caller sees the final report.
+                self._await_finish(timeout)
                 return self.report
-            if self._report_when_finishing is not None:
-                # Called from inside the first finish (a signal handler): a report built now could wait on a lock
-                # the interrupted teardown holds, so this call gets the report as it stood when finishing began.
-                return self._report_when_finishing
-            self._report_when_finishing = self._build_report()
+            self._finishing_thread = threading.get_ident()
             self._finishing = True
             try:
+                budget = self._parts.finish_timeout if timeout is None else max(0.0, timeout)
+                self._admission.close(budget)
                 self._teardown(target, summary, error, timeout)
             finally:
                 self._finished = True
+                self._done.set()
         self._parts.notes.raise_held()
         return self.report
 
@@ -348,6 +470,8 @@ class Run:
         self.status = status
         budget = parts.finish_timeout if timeout is None else max(0.0, timeout)
         deadline = time.monotonic() + budget
+        if self._owns_lifecycle:
+            self._close_to_workers(deadline)
         if parts.metrics is not None:
             parts.metrics.collect()
         drained = all([uploader.flush(_left(deadline), drain_spool=True) for uploader in self._uploaders])
@@ -373,22 +497,34 @@ class Run:
             self._quietly("closing a client", close)
         if self._atexit is not None:
             self._atexit.unregister()
-        if self._signals is not None:
-            self._signals.restore()
-        if parts.advertisement is not None and self._owns_lifecycle:
-            parts.advertisement.withdraw()
+        SIGNALS.unregister(self)
+        if parts.membership is not None and parts.membership.mine:
+            parts.membership.leave(self._progress_of_worker)
+            parts.membership.report()
+        if parts.marker is not None:
+            self._workers = parts.marker.tally()
         self._status_line.stop()
         if parts.mode == "disabled":
             self._closure = Closure.NOT_TRACKED
         if self._closure is Closure.NOT_CONFIRMED and parts.run_folder is None:
             self._quietly("writing the run folder for prime-otel sync", self._write_sync_folder, surface=False)
         self._report = self._build_report(final=True)
-        if parts.run_folder is not None:
+        if parts.run_folder is not None and self._owns_lifecycle:
+            # The run's folder holds the owner's report; a worker's part is in its report under workers/.
             self._quietly("writing the delivery report", self._write_report_files, surface=False)
             self._quietly("removing the delivered run's folder", self._remove_delivered_folder, surface=False)
         self._warn_losses(self._report)
         if parts.print_report and parts.mode != "disabled":
             print(self._report.render(), file=sys.stderr)
+
+    def _close_to_workers(self, deadline: float) -> None:
+        """First of all: no process joins or logs into the run any more; then wait for what workers logged."""
+        marker = self._parts.marker
+        if marker is not None:
+            marker.close()
+        OPEN_RUNS.closed(self.id)
+        if marker is not None and not marker.wait_for_workers(deadline):
+            _logger.warning("Run %s: worker processes were still sending at the deadline", self.id)
 
     def _close_run(self) -> None:
         marker = self._parts.end_marker
@@ -547,6 +683,7 @@ class Run:
             close_error=self._close_error,
             folder=str(folder) if folder is not None else None,
             notes=tuple(dict.fromkeys(notes)),
+            workers=self.workers,
         )
 
     @staticmethod
@@ -666,32 +803,60 @@ class Run:
     def _on_exit(self) -> None:
         if self._finished or self._finishing:
             return
-        if self._owns_lifecycle:
-            _logger.warning("Run %s was never finished; reporting it as crashed", self.id)
-        else:
+        # What ends the process, when it is known: an application's signal handler raised it, or it is an uncaught
+        # KeyboardInterrupt (Python sets sys.last_value before atexit; sys.exit() codes stay invisible here).
+        raised = SIGNALS.raised_by_handler
+        if raised is None and isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
+            raised = sys.last_value
+        if not self._owns_lifecycle:
             # A forked child or joined process only drains its records here: its exit is no crash of the run.
             self._parts.print_report = False
+        elif raised is not None:
+            # The application's signal handler ended the process with an exception: the run ends as it says.
+            status, message = exit_status(raised)
+            self._finish_swallowing(status, message, None)
+            return
+        else:
+            _logger.warning("Run %s was never finished; reporting it as crashed", self.id)
         self._finish_swallowing(RunStatus.CRASHED, CRASH_MESSAGE, None)
 
-    def _on_signal(self, signum: int) -> None:
+    def close_for_signal(self, signum: int, timeout: float) -> None:
+        """A termination signal with the default disposition: crashed (a joined worker only drains)."""
         import signal as signal_module
 
         name = signal_module.Signals(signum).name
-        self._finish_swallowing(RunStatus.CRASHED, f"signal {name}", SIGNAL_FINISH_TIMEOUT_SECONDS)
+        if not self._owns_lifecycle:
+            self._parts.print_report = False  # a worker's part ends with the worker; the owner's report counts it
+        self._finish_swallowing(RunStatus.CRASHED, f"signal {name}", timeout)
 
-    def _finish_swallowing(self, status: RunStatus, message: str, timeout: float | None) -> None:
+    def _finish_swallowing(self, status: RunStatus, message: str | None, timeout: float | None) -> None:
         with contextlib.suppress(Exception):
             self.finish(status=status, error=message, timeout=timeout)
         self._parts.notes.take_held()
 
     def reset_after_fork(self) -> None:
         """In a forked child: keep logging into the same run; never update, finalize or set its status."""
-        self._state_lock = threading.Lock()
-        self._finish_lock = threading.RLock()
+        self._state_lock = threading.RLock()
+        self._admission.reset_after_fork()
+        self._finish_token = threading.Lock()
+        self._done = threading.Event()
+        if self._finished:  # finished in the parent before the fork: stays finished here
+            self._finish_token.acquire()
+            self._done.set()
         self._finishing = False
-        self._report_when_finishing = None
+        self._finishing_thread = None
         self._owns_lifecycle = False
-        self._signals = None
+        self._flush_warning.reset_after_fork()
+        parts = self._parts
+        # The parent's run (owned or joined): this child is one of its workers now, checking and reporting.
+        folder = parts.marker.folder if parts.marker is not None else None
+        if parts.membership is not None:
+            folder = parts.membership.folder
+        parts.marker = parts.membership = None
+        if folder is not None:
+            with contextlib.suppress(RunFinishedError):
+                parts.membership = membership_of(folder, self.id)
+        self._follow_membership()
         self._status_line = StatusLine(self.id, self._progress)
         self._parts.notes.reset_after_fork()
 

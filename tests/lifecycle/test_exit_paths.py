@@ -107,8 +107,9 @@ def test_sigterm_crashes_the_run_and_the_process_still_dies_by_sigterm(producer:
     assert len(view.stored_episode_ids) == 1
 
 
-def test_an_application_sigterm_handler_still_runs_after_the_run_is_closed(producer: Producer) -> None:
-    """A SIGTERM handler installed before init is chained, and sees the run already closed."""
+def test_an_application_sigterm_handler_runs_first_and_its_exit_decides_how_the_run_ends(producer: Producer) -> None:
+    """A SIGTERM handler installed before init runs first, with the run still open; the ``sys.exit(143)`` it
+    raises ends the process, and the run still open at exit ends as that exit says."""
     running = producer.start(
         "def on_term(signum, frame):\n"
         '    say("HANDLER", {"signal": signum, "finished": run.finished, "status": run.status.value})\n'
@@ -120,17 +121,16 @@ def test_an_application_sigterm_handler_still_runs_after_the_run_is_closed(produ
     running.send_signal(signal.SIGTERM)
     outcome = running.finish()
     assert outcome.returncode == 143, outcome.describe()
-    assert outcome.one("HANDLER") == {"signal": int(signal.SIGTERM), "finished": True, "status": "crashed"}
+    assert outcome.one("HANDLER") == {"signal": int(signal.SIGTERM), "finished": False, "status": "running"}
     view = PlatformView(producer.platform, run_id)
-    assert view.status == "FAILED"
-    assert view.error_message is not None and view.error_message.startswith("crashed: signal SIGTERM")
+    assert (view.status, view.error_message) == ("FAILED", "SystemExit: exit code 143")
     view.assert_closed_once()
 
 
 @pytest.mark.parametrize(
     ("ending", "returncode"),
-    [("", 0), ("raise KeyboardInterrupt\n", -signal.SIGINT), ("sys.exit(3)\n", 3)],
-    ids=["falls-off-the-end", "ctrl-c-outside-with", "sys-exit"],
+    [("", 0), ("sys.exit(3)\n", 3)],
+    ids=["falls-off-the-end", "sys-exit"],
 )
 def test_exiting_without_finishing_reports_a_crash_once(producer: Producer, ending: str, returncode: int) -> None:
     """atexit closes an unfinished run as crashed, with a warning, after draining its records;
@@ -140,6 +140,17 @@ def test_exiting_without_finishing_reports_a_crash_once(producer: Producer, endi
     assert "was never finished" in outcome.stderr
     view = PlatformView(producer.platform, outcome.run_id)
     assert (view.status, view.error_message) == ("FAILED", CRASHED_AT_EXIT)
+    view.assert_closed_once()
+    assert len(view.stored_episode_ids) == 2
+
+
+def test_an_uncaught_keyboard_interrupt_outside_with_cancels_the_run_at_exit(producer: Producer) -> None:
+    """An interrupt ends the run as it does inside ``with``: CANCELLED "interrupted", once, after draining;
+    Python still exits as interrupted."""
+    outcome = producer.run(OPEN + "run.log_episodes(episodes(2))\nraise KeyboardInterrupt\n")
+    assert outcome.returncode == -signal.SIGINT, outcome.describe()
+    view = PlatformView(producer.platform, outcome.run_id)
+    assert (view.status, view.error_message) == ("CANCELLED", "interrupted")
     view.assert_closed_once()
     assert len(view.stored_episode_ids) == 2
 

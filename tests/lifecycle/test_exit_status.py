@@ -136,3 +136,27 @@ def test_the_next_init_on_the_main_thread_puts_back_a_handler_left_by_a_finish_o
     assert outcome.returncode == 0, outcome.describe()
     assert outcome.one("DURING_SECOND") is True
     assert outcome.one("AFTER") is True
+
+
+def test_an_application_handler_that_returns_keeps_the_run_going(producer: Producer) -> None:
+    """A graceful-shutdown handler that only sets a flag decides the run goes on: nothing is closed by the
+    signal; the program finishes the run itself and it completes with everything it logged."""
+    running = producer.start(
+        "stop = threading.Event()\n"
+        "signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())\n" + OPEN + "run.log_episodes(episodes(1))\n"
+        'say("READY")\n'
+        "stop.wait(60)\n"
+        'say("STOPPING", [run.finished, run.status.value])\n'
+        "run.log_episodes(episodes(1))\n"
+        "run.finish()\n"
+    )
+    run_id = running.wait_for("RUN")
+    running.wait_for("READY")
+    running.send_signal(signal.SIGTERM)
+    outcome = running.finish()
+    assert outcome.returncode == 0, outcome.describe()
+    assert outcome.one("STOPPING") == [False, "running"]
+    view = PlatformView(producer.platform, run_id)
+    assert view.status in ("PROCESSING", "COMPLETED")
+    view.assert_closed_once()
+    assert len(view.stored_episode_ids) == 2

@@ -20,41 +20,44 @@ def _assert_each_once(view: PlatformView, expected: list[str]) -> None:
     assert sorted(view.stored_episode_ids) == sorted(expected)
 
 
-def test_a_second_init_opens_a_fresh_run_and_the_id_is_advertised_only_while_live(producer: Producer) -> None:
-    """Each init creates its own run, advertises it in PRIME_RUN_ID while live, and withdraws it at finish."""
+def test_each_init_opens_a_fresh_run_advertised_while_it_is_the_newest_one_open(producer: Producer) -> None:
+    """Each init creates its own run; PRIME_RUN_ID names the newest run still open (finishing a nested run names
+    the outer one again), and is withdrawn with the last; the SIGTERM handler is the one found before init."""
     outcome = producer.run(
         """\
         def advertised():
             return [os.environ.get("PRIME_RUN_ID"), os.environ.get("PRIME_RUN_OWNER_PID") == str(os.getpid())]
 
-        def own_handler():
-            return signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None)
+        found = signal.getsignal(signal.SIGTERM)
+
+        def handler_as_found():
+            return signal.getsignal(signal.SIGTERM) is found
 
         first = po.init(environments=["gsm8k"], model="m", sinks="traces")
-        say("FIRST", [first.id, advertised(), own_handler()])
+        say("FIRST", [first.id, advertised()])
         first.finish()
-        say("AFTER_FIRST", [advertised(), own_handler()])
+        say("AFTER_FIRST", [advertised(), handler_as_found()])
         second = po.init(environments=["gsm8k"], model="m", sinks="traces")
-        say("SECOND", [second.id, advertised(), own_handler()])
+        say("SECOND", [second.id, advertised()])
         nested = po.init(environments=["gsm8k"], model="m", sinks="traces")
         say("NESTED", [nested.id, advertised()])
         nested.finish()
         say("AFTER_NESTED", advertised())
         second.finish()
-        say("AFTER_SECOND", [advertised(), own_handler()])
+        say("AFTER_SECOND", [advertised(), handler_as_found()])
         """
     )
     assert outcome.returncode == 0, outcome.describe()
-    first_id, first_env, first_handler = outcome.one("FIRST")
-    second_id, second_env, second_handler = outcome.one("SECOND")
+    first_id, first_env = outcome.one("FIRST")
+    second_id, second_env = outcome.one("SECOND")
     nested_id, nested_env = outcome.one("NESTED")
     assert len({first_id, second_id, nested_id}) == 3
-    assert first_env == [first_id, True] and first_handler
-    assert outcome.one("AFTER_FIRST") == [[None, False], False]
-    assert second_env == [second_id, True] and second_handler
+    assert first_env == [first_id, True]
+    assert outcome.one("AFTER_FIRST") == [[None, False], True]
+    assert second_env == [second_id, True]
     assert nested_env == [nested_id, True]
-    assert outcome.one("AFTER_NESTED") == [None, False]
-    assert outcome.one("AFTER_SECOND") == [[None, False], False]
+    assert outcome.one("AFTER_NESTED") == [second_id, True]
+    assert outcome.one("AFTER_SECOND") == [[None, False], True]
     for run_id in (first_id, second_id, nested_id):
         view = PlatformView(producer.platform, run_id)
         assert len(view.creates) == 1
