@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "prime_otel"
 
 #: Root modules that import nothing above them: what a record, an error, a run's vocabulary, a sink is; whole files.
 GROUND_FLOOR_MODULES = frozenset(
-    {"errors", "_conventions", "_version", "_attempts", "_types", "_fork", "_sink", "_files", "_throttle"}
+    {"errors", "_conventions", "_version", "_attempts", "_types", "_fork", "_sink", "_files", "_throttle", "_processes"}
 )
 #: Root modules that belong to a room other than the facade.
 ROOM_OF_ROOT_MODULE = {

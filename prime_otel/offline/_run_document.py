@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .._config import DEFAULT_BASE_URL, DEFAULT_FRONTEND_URL, DEFAULT_TRACES_URL, Settings
+from .._processes import pid_alive, process_start
 from .._types import RUN_KINDS, EnvironmentRef, RunKind, RunMode, RunStatus, SinkPolicy, TrainingSpec
 from ..client._urls import normalize_traces_url, strip_config_url
 from ..errors import ConfigurationError
@@ -50,33 +51,7 @@ def recorded_urls(settings: Settings, *, registered: bool) -> dict[str, str]:
 def producer_process() -> dict[str, Any]:
     """Which process writes the run: a sync leaves the run alone while that process is alive."""
     pid = os.getpid()
-    return {"host": socket.gethostname(), "pid": pid, "pid_started": _process_start(pid)}
-
-
-def _process_stat(pid: int) -> list[str] | None:
-    """The fields of ``/proc/<pid>/stat`` after the command name (Linux), or None where there is none."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return None
-    return text[text.rfind(")") + 2 :].split()
-
-
-def _process_start(pid: int) -> str | None:
-    """When ``pid`` started (clock ticks since boot), telling a reused PID from the producer's."""
-    stat = _process_stat(pid)
-    return stat[19] if stat is not None and len(stat) > 19 else None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    stat = _process_stat(pid)
-    return stat is None or stat[0] != "Z"  # a zombie has exited
+    return {"host": socket.gethostname(), "pid": pid, "pid_started": process_start(pid)}
 
 
 @dataclass(frozen=True)
@@ -133,9 +108,9 @@ class RunDocument:
 
     def producer_alive(self) -> bool:
         """Whether the process that wrote the run is still running (known on its own host only)."""
-        if self.pid is None or self.host != socket.gethostname() or not _pid_alive(self.pid):
+        if self.pid is None or self.host != socket.gethostname() or not pid_alive(self.pid):
             return False
-        return self.pid_started is None or _process_start(self.pid) in (None, self.pid_started)
+        return self.pid_started is None or process_start(self.pid) in (None, self.pid_started)
 
 
 class _Reader:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from .._processes import pid_alive
 from ..errors import RunFinishedError
 from ._report import WorkerTally
 
@@ -42,20 +43,6 @@ def write_quickly(path: Path, document: Mapping[str, Any]) -> None:
     temporary = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")
     temporary.write_text(json.dumps(document), encoding="utf-8")
     os.replace(temporary, path)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (exited, not yet reaped by its parent) sent everything it ever will.
-    with contextlib.suppress(OSError):
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rpartition(")")[2].split()[0] != "Z"
-    return True
 
 
 def _lock(descriptor: int, operation: int) -> None:
@@ -99,7 +86,7 @@ class RunMarker:
     def wait_for_workers(self, deadline: float) -> bool:
         """Until every live worker has nothing unsent (or the deadline); True when none is left waiting."""
         while True:
-            waiting = [r for r in self.reports() if r.get("pending", 1) > 0 and _alive(int(r.get("pid", 0)))]
+            waiting = [r for r in self.reports() if r.get("pending", 1) > 0 and pid_alive(int(r.get("pid", 0)))]
             if not waiting:
                 return True
             if time.monotonic() >= deadline:

@@ -1,0 +1,35 @@
+"""Local processes by PID (Linux ``/proc`` where it exists): whether one still lives, and when it started."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["pid_alive", "process_start"]
+
+
+def _process_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (Linux), or None where there is none."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return text[text.rfind(")") + 2 :].split()
+
+
+def process_start(pid: int) -> str | None:
+    """When ``pid`` started (clock ticks since boot), telling a reused PID from the one recorded."""
+    stat = _process_stat(pid)
+    return stat[19] if stat is not None and len(stat) > 19 else None
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process; a zombie (exited, not yet reaped) counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    stat = _process_stat(pid)
+    return stat is None or stat[0] != "Z"
