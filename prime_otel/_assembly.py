@@ -10,11 +10,11 @@ from ._fork import register_for_fork_reset
 from ._sink import Sink
 from ._types import RunKind, SinkPolicy
 from .client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI
-from .exporters._base import RecordExporter
-from .exporters.eval_samples import EvalSamplesExporter
-from .exporters.rft_metrics import RftMetricsWriter
-from .exporters.rft_samples import RftSamplesExporter
-from .exporters.traces import PrimeTracesExporter
+from .exporters._base import RecordSink
+from .exporters.eval_samples import EvalSamplesSink
+from .exporters.rft_metrics import RftMetricsSink
+from .exporters.rft_samples import RftSamplesSink
+from .exporters.traces import PrimeTracesSink
 from .processors import SinkSlot
 from .processors._slot import FailureListener
 from .processors._spool import RunSpool
@@ -32,10 +32,10 @@ def record_sinks(
     policy: SinkPolicy,
     opted_out: bool,
     legacy: LegacySinkFactory,
-) -> tuple[PrimeTracesExporter, list[Sink]]:
+) -> tuple[PrimeTracesSink, list[Sink]]:
     """The Prime Traces sink and the record sinks the policy keeps; under ``traces`` the legacy sink writes
     only while the traces service is not enabled for the team."""
-    traces = PrimeTracesExporter.for_run(
+    traces = PrimeTracesSink.for_run(
         run_id=run_id,
         run_kind=kind,
         context=context,
@@ -47,7 +47,7 @@ def record_sinks(
         traces.opt_out()
     only_without_traces = (lambda: traces.service_not_enabled) if policy == "traces" else None
     legacy_sink = legacy(only_without_traces)
-    if only_without_traces is not None and isinstance(legacy_sink, RecordExporter):
+    if only_without_traces is not None and isinstance(legacy_sink, RecordSink):
         legacy_sink.follows = traces.name  # it asks traces whether the service is enabled: traces writes first
     return traces, [legacy_sink] if policy == "legacy" else [traces, legacy_sink]
 
@@ -68,10 +68,10 @@ def sdk_record_sinks(
 
     def legacy(write_only_when: Callable[[], bool] | None) -> Sink:
         if kind == "eval":
-            return EvalSamplesExporter(EvaluationsAPI(http), run_id, write_only_when=write_only_when)
+            return EvalSamplesSink(EvaluationsAPI(http), run_id, write_only_when=write_only_when)
         storage = ObjectStorage()
         register_for_fork_reset(storage)
-        return RftSamplesExporter(
+        return RftSamplesSink(
             TrainingRunsAPI(http), storage, run_id, step_interval=step_interval, write_only_when=write_only_when
         )
 
@@ -83,7 +83,7 @@ def sdk_record_sinks(
 
 def step_metric_sinks(http: PlatformHTTP, run_id: str, kind: RunKind) -> list[Sink]:
     """A training run's step rows go to ``rft_metrics``; an eval run has no metric sink."""
-    return [RftMetricsWriter(TrainingRunsAPI(http), run_id)] if kind == "train" else []
+    return [RftMetricsSink(TrainingRunsAPI(http), run_id)] if kind == "train" else []
 
 
 def sink_slots(

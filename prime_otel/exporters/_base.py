@@ -14,7 +14,7 @@ from .._sink import RejectionListener, SinkStats
 _logger = logging.getLogger(__name__)
 
 
-class RecordExporter(SpanExporter):
+class RecordSink(SpanExporter):
     """A sink: writes record spans to one platform destination.
 
     ``write`` raises on loss (``SinkWriteError`` for a partial one) so the processor can count and

@@ -27,7 +27,7 @@ from ..client import EvaluationsAPI, RequestPacer, StoredSamples, metered_reques
 from ..client._readback import SETTLE_SECONDS
 from ..errors import failure_reason, is_ambiguous, is_permanent, is_record_rejection, is_transient
 from ..records import RecordSpan, compact_json, is_episode, nullify, record_of
-from ._base import RecordExporter
+from ._base import RecordSink
 from ._sample_rows import EncodedSample, RecordInput, encode_samples, pack_sample_requests
 
 _logger = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ class _RowOutcomes:
         return sorted({self._samples[i].source for i in indices})
 
 
-class EvalSamplesExporter(RecordExporter):
+class EvalSamplesSink(RecordSink):
     """Projects episode spans to v0 rows (rollouts numbered per example across the run) and appends them."""
 
     name = "eval_samples"

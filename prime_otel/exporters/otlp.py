@@ -40,7 +40,7 @@ from ..errors import MissingExtraError, TransportError
 from ..records import RecordSpan, compact_json, is_episode
 from ..records._genai_view import genai_view
 from . import _otlp_wire as wire
-from ._base import RecordExporter
+from ._base import RecordSink
 from ._heartbeat import Heartbeat, heartbeat_interval
 from ._sample_rows import encode_samples
 
@@ -101,7 +101,7 @@ def default_metric_exporter() -> MetricExporter:
     return OTLPMetricExporter()
 
 
-class OtlpRecordSink(RecordExporter):
+class OtlpRecordSink(RecordSink):
     """Record spans, with their record and sample rows as attributes, to an OTLP span exporter."""
 
     name = "otlp"

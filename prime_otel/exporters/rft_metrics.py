@@ -18,7 +18,7 @@ METRICS_REQUESTS_PER_MINUTE = 60
 METRICS_RATE_LIMIT_VARIABLE = "PRIME_METRICS_RATE_LIMIT"
 
 
-class RftMetricsWriter:
+class RftMetricsSink:
     """The ``rft_metrics`` sink: one replayable request per row (the platform keeps one row per step)."""
 
     name = "rft_metrics"

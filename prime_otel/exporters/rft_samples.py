@@ -21,7 +21,7 @@ from .._sink import SinkWriteError
 from ..client import ObjectStorage, TrainingRunsAPI
 from ..errors import failure_reason, is_ambiguous, is_permanent, is_record_rejection
 from ..records import is_episode, record_of, training_step
-from ._base import RecordExporter
+from ._base import RecordSink
 from ._parquet_rows import episodes_to_parquet_bytes, parquet_available, sample_rows_to_parquet_bytes
 
 _logger = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ _CHILD_RANGES = (2**20, 2**21)
 DEFAULT_STEP_INTERVAL = 10
 
 
-class RftSamplesExporter(RecordExporter):
+class RftSamplesSink(RecordSink):
     """Groups training episodes by the step they were dispatched at and uploads every ``step_interval``-th step."""
 
     name = "rft_samples"
@@ -177,7 +177,7 @@ class RftSamplesExporter(RecordExporter):
 
 
 class SampleRowsItem(Protocol):
-    """An item of :class:`RftSampleRowsExporter`: one episode's dispatch step, v0 rows and environment id."""
+    """An item of :class:`RftSampleRowsSink`: one episode's dispatch step, v0 rows and environment id."""
 
     @property
     def train_step(self) -> int | None: ...
@@ -189,7 +189,7 @@ class SampleRowsItem(Protocol):
     def env_name(self) -> str: ...
 
 
-class RftSampleRowsExporter(RftSamplesExporter):
+class RftSampleRowsSink(RftSamplesSink):
     """The same step objects built from episodes' v0 rows, for producers whose episode objects stay in their
     own process (the OTLP gateway): items are :class:`SampleRowsItem`s."""
 

@@ -39,7 +39,7 @@ from ..errors import (
     ValidationRejectedError,
 )
 from ..records import RecordSpan, field_of, why_unencodable
-from ._base import RecordExporter
+from ._base import RecordSink
 
 _logger = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ class _Unsent(Exception):
         self.indices = indices
 
 
-class PrimeTracesExporter(RecordExporter):
+class PrimeTracesSink(RecordSink):
     """Writes episode and trace spans to Prime Traces, stamped with the platform run id and kind."""
 
     name = "traces"
@@ -208,7 +208,7 @@ class PrimeTracesExporter(RecordExporter):
         api_key: str,
         traces_url: str,
         team_id: str | None,
-    ) -> PrimeTracesExporter:
+    ) -> PrimeTracesSink:
         def build() -> TracesClient:
             return traces_client(api_key=api_key, base_url=traces_url, team_id=team_id)
 

@@ -167,7 +167,7 @@ class PooledUploader:
             if not self._lane.wait_idle(timeout):
                 abandoned = sum(len(items) for _, items in self._lane.queued())
                 for slot in self.slots:  # type: ignore[attr-defined]
-                    if slot.exporter.enabled:
+                    if slot.sink.enabled:
                         slot.add_failed(abandoned, "still being delivered when the run closed")
                 _logger.warning("%d records still being delivered at the deadline are counted as lost", abandoned)
                 return False

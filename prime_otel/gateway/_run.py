@@ -416,9 +416,9 @@ class GatewayRun:
             "invalid_reasons": dict(invalid),
             "sinks": {
                 slot.name: {
-                    "delivered": slot.exporter.stats.delivered,
+                    "delivered": slot.sink.stats.delivered,
                     "failed": slot.failed,
-                    "skipped": slot.exporter.stats.skipped,
+                    "skipped": slot.sink.stats.skipped,
                 }
                 for uploader in uploaders
                 for slot in uploader.slots

@@ -19,9 +19,9 @@ from .._sink import Sink, SinkStats
 from .._types import RunKind, SinkPolicy
 from ..client import EvaluationsAPI, ObjectStorage, PlatformHTTP, TrainingRunsAPI
 from ..exporters._sample_rows import EncodedSample, encode_episode_samples, encode_row
-from ..exporters.eval_samples import EvalSamplesExporter
-from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSampleRowsExporter
-from ..exporters.traces import PrimeTracesExporter, upload_context
+from ..exporters.eval_samples import EvalSamplesSink
+from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSampleRowsSink
+from ..exporters.traces import PrimeTracesSink, upload_context
 from ..processors import TRAINING_PAUSE_SECONDS, SinkSlot, StepMetricsUploader
 from ..records import is_episode
 from ._pool import DeliveryPool, PooledUploader
@@ -33,13 +33,13 @@ _logger = logging.getLogger(__name__)
 class EvalRowsSink:
     """The eval sample table fed with v0 rows, projected here from each record (or the producer's own), rollouts
     numbered per example across the run (several ranks feed one run). The encoded rows go out through
-    ``EvalSamplesExporter``."""
+    ``EvalSamplesSink``."""
 
-    name = EvalSamplesExporter.name
+    name = EvalSamplesSink.name
     replay_safe = False
     reports_requests = False
 
-    def __init__(self, rows: EvalSamplesExporter, *, write_only_when: Callable[[], bool] | None = None) -> None:
+    def __init__(self, rows: EvalSamplesSink, *, write_only_when: Callable[[], bool] | None = None) -> None:
         self.enabled = True
         self.stats: SinkStats = rows.stats
         self._rows = rows
@@ -189,7 +189,7 @@ class RunPipeline:
     processor: GatewayRecordProcessor
     metrics: GatewayStepMetrics | None
     backend: RunBackend
-    traces: PrimeTracesExporter | None
+    traces: PrimeTracesSink | None
     closers: list[Callable[[], None]] = field(default_factory=list)
 
 
@@ -211,9 +211,9 @@ class PipelineFactory:
 
         def legacy(write_only_when: Callable[[], bool] | None) -> Sink:
             if kind == "eval":
-                rows = EvalSamplesExporter(EvaluationsAPI(http), run_id)
+                rows = EvalSamplesSink(EvaluationsAPI(http), run_id)
                 return EvalRowsSink(rows, write_only_when=write_only_when)
-            return RftSampleRowsExporter(
+            return RftSampleRowsSink(
                 TrainingRunsAPI(http),
                 ObjectStorage(),
                 run_id,

@@ -133,13 +133,13 @@ class SinkLane:
 
     @property
     def linger_seconds(self) -> float:
-        return float(getattr(self.slot.exporter, "linger_seconds", 0.0) or 0.0)
+        return float(getattr(self.slot.sink, "linger_seconds", 0.0) or 0.0)
 
     @property
     def max_write_bytes(self) -> int:
         """Estimated bytes one write packs at most: the lane's bound, or more for a sink that packs into large
         requests (``max_write_bytes`` on the sink: the sample table, under its rate limit)."""
-        return max(self._max_bytes, int(getattr(self.slot.exporter, "max_write_bytes", 0) or 0))
+        return max(self._max_bytes, int(getattr(self.slot.sink, "max_write_bytes", 0) or 0))
 
     @property
     def alive(self) -> bool:
@@ -365,8 +365,8 @@ class SinkLane:
         try:
             if barrier.drain_spool:
                 self._replay(force=True, deadline=barrier.deadline)
-            if self.slot.exporter.enabled:
-                self.slot.exporter.flush()
+            if self.slot.sink.enabled:
+                self.slot.sink.flush()
         except Exception:
             _logger.exception("flushing the %s sink failed", self.slot.name)
         finally:

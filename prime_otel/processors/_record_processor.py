@@ -131,7 +131,7 @@ class RecordProcessor(Uploader[RecordSpan], SpanProcessor):
 
     def _count_unusable(self, item: Any, reason: str) -> None:
         for slot in self.slots:
-            if not slot.exporter.quiet_off_reason:
+            if not slot.sink.quiet_off_reason:
                 slot.add_failed(1, reason)
         first = reason not in self._warned_reasons
         self._warned_reasons.add(reason)

@@ -108,14 +108,14 @@ class SinkSlot(Generic[_RecordT]):
 
     def __init__(
         self,
-        exporter: Sink[_RecordT],
+        sink: Sink[_RecordT],
         *,
         pause_seconds: float | None = None,
         on_failure: FailureListener | None = None,
         clock: Callable[[], float] = time.monotonic,
         spool: RunSpool | None = None,
     ) -> None:
-        self.exporter = exporter
+        self.sink = sink
         self.failed = 0
         # Why records failed on this sink: a short reason (kind of problem) -> how many records.
         self.failure_reasons: collections.Counter[str] = collections.Counter()
@@ -127,13 +127,13 @@ class SinkSlot(Generic[_RecordT]):
         self._on_failure = on_failure
         self._clock = clock
         self._lock = threading.Lock()
-        if isinstance(exporter, RejectingSink):
+        if isinstance(sink, RejectingSink):
             # What a sink refuses for what the record is (a platform limit) is counted on its slot, with why.
-            exporter.on_rejected = self.add_failed
+            sink.on_rejected = self.add_failed
 
     @property
     def name(self) -> str:
-        return self.exporter.name
+        return self.sink.name
 
     @property
     def paused(self) -> bool:
@@ -142,12 +142,12 @@ class SinkSlot(Generic[_RecordT]):
     @property
     def replay_safe(self) -> bool:
         """Whether a request that failed ambiguously may be sent again (idempotent or content-addressed)."""
-        return self.exporter.replay_safe
+        return self.sink.replay_safe
 
     @property
     def reports_requests(self) -> bool:
         """Whether the sink says, request by request, which records of a batch each carries (``REQUEST_PROGRESS``)."""
-        return self.exporter.reports_requests
+        return self.sink.reports_requests
 
     @property
     def pending(self) -> int:
@@ -159,8 +159,8 @@ class SinkSlot(Generic[_RecordT]):
 
     def _write(self, items: Sequence[_RecordT], seqs: Sequence[int] | None, *, replayed: bool) -> bool:
         spool = self.spool if seqs is not None else None
-        if not self.exporter.enabled:
-            if self.exporter.quiet_off_reason:
+        if not self.sink.enabled:
+            if self.sink.quiet_off_reason:
                 if spool is not None:
                     spool.settle(self.name, seqs or [], replayed=replayed)
                 return False
@@ -185,7 +185,7 @@ class SinkSlot(Generic[_RecordT]):
     ) -> bool:
         try:
             with progress if progress is not None else contextlib.nullcontext():
-                self.exporter.write(items)
+                self.sink.write(items)
         except SinkWriteError as exc:
             self._account(seqs, replayed, exc.cause, self._split(exc.cause, len(items), exc), progress)
             self._fail(exc.cause)
@@ -251,10 +251,10 @@ class SinkSlot(Generic[_RecordT]):
         spool = self.spool
         if spool is None:
             return 0
-        if force and not self.exporter.quiet_off_reason and not self.exporter.enabled:
+        if force and not self.sink.quiet_off_reason and not self.sink.enabled:
             self._revive("a last try at the end of the run")
         self._revive_if_cooled_down()
-        if not self.exporter.enabled or (self.strikes and not force):
+        if not self.sink.enabled or (self.strikes and not force):
             return 0  # replay into a sink that just failed only when the run is ending
         seqs = spool.oldest_pending(self.name, REPLAY_CHUNK)
         if not seqs:
@@ -272,7 +272,7 @@ class SinkSlot(Generic[_RecordT]):
     def reset_after_fork(self) -> None:
         """The parent's uploader may have held the lock at the fork; the child's copy would never be released."""
         self._lock = threading.Lock()
-        self.exporter.reset_after_fork()
+        self.sink.reset_after_fork()
 
     def add_failed(self, count: int, reason: str | None = None) -> None:
         if count <= 0:
@@ -291,7 +291,7 @@ class SinkSlot(Generic[_RecordT]):
         self._cooldown_until = None
         self.retired = False
         self.strikes = 0
-        self.exporter.enabled = True
+        self.sink.enabled = True
         _logger.info("the %s sink is writing again %s", self.name, why)
 
     def _fail(self, error: BaseException) -> None:
@@ -313,7 +313,7 @@ class SinkSlot(Generic[_RecordT]):
             self._on_failure(self.name, error)
 
     def _retire(self, error: BaseException, permanent: bool = False) -> None:
-        self.exporter.enabled = False
+        self.sink.enabled = False
         self.retired = True
         if self._pause_seconds is not None and not permanent:
             self._cooldown_until = self._clock() + self._pause_seconds

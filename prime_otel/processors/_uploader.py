@@ -203,7 +203,7 @@ class Uploader(Generic[RecordT]):
         self._max_held_bytes = 2 * max_queue_bytes + max(0, packing)
         by_sink = {lane.slot.name: lane for lane in self.lanes}
         for lane in self.lanes:
-            follows = getattr(lane.slot.exporter, "follows", None)
+            follows = getattr(lane.slot.sink, "follows", None)
             lane.leader = by_sink.get(follows) if isinstance(follows, str) else None
         self._init_runtime_state()
         register_for_fork_reset(self)
@@ -523,9 +523,9 @@ class Uploader(Generic[RecordT]):
         if self.spool is not None:
             self.spool.save()
         for slot in self.slots:
-            if slot.exporter.enabled:
+            if slot.sink.enabled:
                 try:
-                    slot.exporter.flush()
+                    slot.sink.flush()
                 except Exception:
                     _logger.exception("flushing the %s sink failed", slot.name)
 
@@ -579,7 +579,7 @@ class Uploader(Generic[RecordT]):
             self.spool.discard_if_delivered()  # nothing stays on disk of a spool whose every record was delivered
         for slot in self.slots:
             try:
-                slot.exporter.close()
+                slot.sink.close()
             except Exception:
                 _logger.exception("closing the %s sink failed", slot.name)
         return True
@@ -596,7 +596,7 @@ class Uploader(Generic[RecordT]):
         for lane in lanes:
             lost = lane.abandon() + queued
             abandoned = max(abandoned, lost)
-            if lost and lane.slot.exporter.enabled:
+            if lost and lane.slot.sink.enabled:
                 lane.slot.add_failed(lost)
         if self.spool is not None:
             self.spool.save()

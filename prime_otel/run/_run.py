@@ -28,7 +28,7 @@ from .._types import CONFIG_SOURCE_KEY, ConfigSource, RunKind, RunMode, RunStatu
 from ..client import PlatformHTTP
 from ..errors import RunFinishedError
 from ..exporters.otlp import OtlpRecordSink
-from ..exporters.traces import PrimeTracesExporter
+from ..exporters.traces import PrimeTracesSink
 from ..offline._writer import RUN_FILE, OfflineRunWriter
 from ..processors import RecordProcessor, RunLifecycleProcessor, SinkSlot, StepMetricsUploader, Uploader
 from ..processors._spool import DISK_FULL, RunSpool
@@ -223,7 +223,7 @@ class Run:
         counts = {}
         if self._parts.processor is not None:
             for slot in self._parts.processor.slots:
-                counts[slot.name] = (slot.exporter.stats.delivered, slot.failed)
+                counts[slot.name] = (slot.sink.stats.delivered, slot.failed)
         if self._parts.offline is not None:
             counts["offline"] = (self._parts.offline.records_written, self._parts.offline.failed)
         return counts
@@ -455,7 +455,7 @@ class Run:
     def _progress(self) -> Progress:
         slots = [slot for uploader in self._uploaders for slot in uploader.slots]
         return Progress(
-            sent=max((slot.exporter.stats.delivered for slot in slots), default=0),
+            sent=max((slot.sink.stats.delivered for slot in slots), default=0),
             queued=sum(uploader.queued_records for uploader in self._uploaders),
             spooled=sum(slot.pending for slot in slots),
             failed=sum(self.failed_records.values()) + self.dropped_records,
@@ -584,7 +584,7 @@ class Run:
 
     def _send_end_marker(self, marker: OtlpRecordSink) -> None:
         metrics = self._parts.metrics
-        rows = sum(slot.exporter.stats.delivered for slot in metrics.slots) if metrics is not None else 0
+        rows = sum(slot.sink.stats.delivered for slot in metrics.slots) if metrics is not None else 0
         sent = marker.send_end_marker(
             status=self.status.value,
             error=self._final_error or self._parts.notes.first_error,
@@ -603,9 +603,9 @@ class Run:
         summary = dict(self.summary)
         if self.kind == "eval" and self._parts.processor is not None:
             written = sum(
-                slot.exporter.episodes_written
+                slot.sink.episodes_written
                 for slot in self._parts.processor.slots
-                if isinstance(slot.exporter, PrimeTracesExporter)
+                if isinstance(slot.sink, PrimeTracesSink)
             )
             existing = summary.get("prime_runs")
             block = dict(existing) if isinstance(existing, Mapping) else {}
@@ -688,11 +688,11 @@ class Run:
 
     @staticmethod
     def _sink_report(slot: SinkSlot, dropped: int, dropped_reason: str, final: bool) -> SinkReport:
-        stats = slot.exporter.stats
-        state = "retired" if slot.retired else ("off" if not slot.exporter.enabled else "ok")
+        stats = slot.sink.stats
+        state = "retired" if slot.retired else ("off" if not slot.sink.enabled else "ok")
         if slot.paused:
             state = "paused"
-        reason = slot.exporter.quiet_off_reason
+        reason = slot.sink.quiet_off_reason
         if reason:
             state = reason
         spool = slot.spool

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from prime_otel.client import EvaluationsAPI, PlatformHTTP
-from prime_otel.exporters.eval_samples import EvalSamplesExporter
+from prime_otel.exporters.eval_samples import EvalSamplesSink
 from prime_otel.testing import LocalPlatform
 from tests._fixtures import load_episodes, load_json
 from tests.exporters._platform_runs import open_eval, spans
@@ -25,7 +25,7 @@ def test_a_mixed_batch_stores_the_episodes_rows_and_skips_the_bare_traces(
     run_id = open_eval(http)
     episodes = load_episodes("eval")
     bare_trace = episodes[0].traces[0]
-    sink = EvalSamplesExporter(EvaluationsAPI(http), run_id)
+    sink = EvalSamplesSink(EvaluationsAPI(http), run_id)
 
     sink.write(spans([episodes[0], bare_trace, episodes[1], bare_trace, episodes[2]]))
 
@@ -40,7 +40,7 @@ def test_a_mixed_batch_stores_the_episodes_rows_and_skips_the_bare_traces(
 def test_a_batch_of_bare_traces_only_sends_nothing(platform: LocalPlatform, http: PlatformHTTP) -> None:
     run_id = open_eval(http)
     traces = [trace for episode in load_episodes("eval") for trace in episode.traces]
-    sink = EvalSamplesExporter(EvaluationsAPI(http), run_id)
+    sink = EvalSamplesSink(EvaluationsAPI(http), run_id)
 
     sink.write(spans(traces))
 

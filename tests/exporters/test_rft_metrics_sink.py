@@ -9,7 +9,7 @@ import pytest
 
 from prime_otel._sink import SinkWriteError
 from prime_otel.client import PlatformHTTP, TrainingRunsAPI
-from prime_otel.exporters.rft_metrics import RftMetricsWriter
+from prime_otel.exporters.rft_metrics import RftMetricsSink
 from prime_otel.testing import LocalPlatform
 from tests.exporters._platform_runs import open_training
 
@@ -20,7 +20,7 @@ def _rows(platform: LocalPlatform, run_id: str) -> list[dict[str, Any]]:
 
 def test_each_row_is_stored_once_per_step_and_a_replay_merges(platform: LocalPlatform, http: PlatformHTTP) -> None:
     run_id = open_training(http)
-    sink = RftMetricsWriter(TrainingRunsAPI(http), run_id)
+    sink = RftMetricsSink(TrainingRunsAPI(http), run_id)
     rows = [{"step": 1, "loss": 0.5}, {"step": 2, "loss": 0.25, "reward": 1.0}]
 
     sink.write(rows)
@@ -35,7 +35,7 @@ def test_each_row_is_stored_once_per_step_and_a_replay_merges(platform: LocalPla
 
 def test_a_row_that_is_not_a_mapping_is_lost_alone(platform: LocalPlatform, http: PlatformHTTP) -> None:
     run_id = open_training(http)
-    sink = RftMetricsWriter(TrainingRunsAPI(http), run_id)
+    sink = RftMetricsSink(TrainingRunsAPI(http), run_id)
 
     with pytest.raises(SinkWriteError) as failed:
         sink.write([{"step": 1, "loss": 0.5}, ["not", "a", "row"], {"step": 3, "loss": 0.125}])  # type: ignore[list-item]

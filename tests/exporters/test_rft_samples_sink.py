@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from prime_otel.client import ObjectStorage, PlatformHTTP, TrainingRunsAPI
-from prime_otel.exporters.rft_samples import RftSamplesExporter
+from prime_otel.exporters.rft_samples import RftSamplesSink
 from prime_otel.testing import LocalPlatform
 from tests._fixtures import episode_from_record, load_episodes, load_json, load_records
 from tests.exporters._platform_runs import open_training, spans
@@ -29,8 +29,8 @@ def _comparable(rows: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]
     ]
 
 
-def _sink(http: PlatformHTTP, run_id: str, step_interval: int = 1) -> RftSamplesExporter:
-    return RftSamplesExporter(TrainingRunsAPI(http), ObjectStorage(), run_id, step_interval=step_interval)
+def _sink(http: PlatformHTTP, run_id: str, step_interval: int = 1) -> RftSamplesSink:
+    return RftSamplesSink(TrainingRunsAPI(http), ObjectStorage(), run_id, step_interval=step_interval)
 
 
 def test_a_mixed_batch_uploads_the_step_of_its_episodes_and_skips_the_bare_traces(

@@ -18,7 +18,7 @@ from opentelemetry.sdk.resources import Resource
 from prime_traces import LineFormat
 
 from prime_otel._sink import SinkWriteError
-from prime_otel.exporters.traces import PrimeTracesExporter, TracesLimits, refusal
+from prime_otel.exporters.traces import PrimeTracesSink, TracesLimits, refusal
 from prime_otel.records import RecordSpan
 from prime_otel.testing import LocalPlatform
 from tests._fixtures import episode_from_record, load_records
@@ -55,7 +55,7 @@ class Sink:
     def __init__(self, platform: LocalPlatform) -> None:
         self.platform = platform
         self.run_id = f"exporter-run-{os.getpid()}-{next(_numbers)}"
-        self.exporter = PrimeTracesExporter.for_run(
+        self.exporter = PrimeTracesSink.for_run(
             run_id=self.run_id,
             run_kind="eval",
             context={"source": "prime-otel-tests"},

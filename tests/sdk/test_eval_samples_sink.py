@@ -17,7 +17,7 @@ from opentelemetry.sdk.resources import Resource
 
 from prime_otel._sink import SinkWriteError
 from prime_otel.client import EvaluationsAPI, PlatformHTTP
-from prime_otel.exporters.eval_samples import EvalSamplesExporter
+from prime_otel.exporters.eval_samples import EvalSamplesSink
 from prime_otel.records import RecordSpan
 from tests.client.client_scripts import Script
 
@@ -36,9 +36,9 @@ def _refusing(status: int) -> Script:
     return Script(answer)
 
 
-def _write(script: Script, rows: list[dict[str, Any]]) -> tuple[EvalSamplesExporter, SinkWriteError | None]:
+def _write(script: Script, rows: list[dict[str, Any]]) -> tuple[EvalSamplesSink, SinkWriteError | None]:
     http = PlatformHTTP(api_key="pit_test_key", base_url="https://api.test", transport=script, sleep=lambda _: None)
-    sink = EvalSamplesExporter(EvaluationsAPI(http), "e1")
+    sink = EvalSamplesSink(EvaluationsAPI(http), "e1")
     try:
         sink.write([RecordSpan(row, Resource.create({}), time.time_ns()) for row in rows])
     except SinkWriteError as error:

@@ -13,7 +13,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 
 from prime_otel.errors import RetryableAPIError, UnauthorizedError, ValidationRejectedError
-from prime_otel.exporters._base import RecordExporter
+from prime_otel.exporters._base import RecordSink
 from prime_otel.processors import RecordProcessor, SinkSlot
 from prime_otel.processors._spool import RunSpool
 from prime_otel.records import record_of
@@ -21,7 +21,7 @@ from prime_otel.records import record_of
 RESOURCE = Resource.create({"run.id": "r1"})
 
 
-class RecordingExporter(RecordExporter):
+class RecordingSink(RecordSink):
     """Stores every batch it is given; can be told to fail or to hold until released."""
 
     def __init__(self, name: str = "recording") -> None:
@@ -51,7 +51,7 @@ def trace(i: int) -> dict[str, object]:
 
 
 def test_records_reach_every_sink_in_order_and_become_episode_spans() -> None:
-    first, second = RecordingExporter("a"), RecordingExporter("b")
+    first, second = RecordingSink("a"), RecordingSink("b")
     processor = RecordProcessor([SinkSlot(first), SinkSlot(second)], RESOURCE)
     processor.submit([episode(1), episode(2)])
     assert processor.flush(5)
@@ -61,7 +61,7 @@ def test_records_reach_every_sink_in_order_and_become_episode_spans() -> None:
 
 def test_a_full_queue_blocks_briefly_then_drops_and_counts_the_new_batch() -> None:
     """The producer is never stalled longer than the put timeout; the dropped batch is counted."""
-    exporter = RecordingExporter()
+    exporter = RecordingSink()
     exporter.gate.clear()
     processor = RecordProcessor([SinkSlot(exporter)], RESOURCE, max_queue_batches=1, put_timeout=0.5)
     processor.submit([episode(0)])
@@ -79,7 +79,7 @@ def test_a_full_queue_blocks_briefly_then_drops_and_counts_the_new_batch() -> No
 
 def test_batches_queued_during_one_request_coalesce_but_kinds_never_mix() -> None:
     """Batches queued during one request coalesce into one dispatch, but episodes and traces never mix."""
-    exporter = RecordingExporter()
+    exporter = RecordingSink()
     exporter.gate.clear()
     processor = RecordProcessor([SinkSlot(exporter)], RESOURCE)
     processor.submit([episode(0)])
@@ -96,7 +96,7 @@ def test_batches_queued_during_one_request_coalesce_but_kinds_never_mix() -> Non
 
 def test_three_transient_failures_retire_an_eval_sink_and_later_batches_count_as_failed() -> None:
     """Three transient failures retire an eval sink; batches skipped by a retired sink count as failed."""
-    failing, healthy = RecordingExporter("failing"), RecordingExporter("healthy")
+    failing, healthy = RecordingSink("failing"), RecordingSink("healthy")
     failing.failures = [RetryableAPIError("503", status_code=503) for _ in range(3)]
     slot = SinkSlot(failing)
     processor = RecordProcessor([slot, SinkSlot(healthy)], RESOURCE)
@@ -110,7 +110,7 @@ def test_three_transient_failures_retire_an_eval_sink_and_later_batches_count_as
 
 def test_a_success_resets_strikes() -> None:
     """A success resets the sink's strikes."""
-    exporter = RecordingExporter()
+    exporter = RecordingSink()
     exporter.failures = [RetryableAPIError("503", status_code=503), RetryableAPIError("503", status_code=503)]
     slot = SinkSlot(exporter)
     processor = RecordProcessor([slot], RESOURCE)
@@ -123,7 +123,7 @@ def test_a_success_resets_strikes() -> None:
 
 def test_a_record_rejection_costs_only_its_batch() -> None:
     """A record rejection loses only its batch: the sink stays enabled and its strikes are unchanged."""
-    exporter = RecordingExporter()
+    exporter = RecordingSink()
     exporter.failures = [ValidationRejectedError("bad", status_code=400)]
     slot = SinkSlot(exporter)
     processor = RecordProcessor([slot], RESOURCE)
@@ -137,7 +137,7 @@ def test_a_record_rejection_costs_only_its_batch() -> None:
 
 def test_a_permanent_failure_retires_at_once_even_for_a_training_sink() -> None:
     """A permanent failure retires the sink at once, with no cooldown even for training."""
-    exporter = RecordingExporter()
+    exporter = RecordingSink()
     exporter.failures = [UnauthorizedError("no", status_code=401)]
     slot = SinkSlot(exporter, pause_seconds=300)
     processor = RecordProcessor([slot], RESOURCE)
@@ -150,7 +150,7 @@ def test_a_permanent_failure_retires_at_once_even_for_a_training_sink() -> None:
 def test_a_paused_training_sink_revives_after_its_cooldown() -> None:
     """Three transient failures pause a training sink; it revives at the first dispatch after the cooldown."""
     now = [0.0]
-    exporter = RecordingExporter()
+    exporter = RecordingSink()
     exporter.failures = [RetryableAPIError("503", status_code=503) for _ in range(3)]
     slot = SinkSlot(exporter, pause_seconds=300, clock=lambda: now[0])
     processor = RecordProcessor([slot], RESOURCE)
@@ -167,7 +167,7 @@ def test_a_paused_training_sink_revives_after_its_cooldown() -> None:
 def test_the_uploader_survives_an_exporter_that_raises_anything() -> None:
     """The uploader thread survives any exception an exporter raises: the batch it raised on is counted failed,
     the sink (an unknown error being no transient one) is retired, and later batches are counted failed too."""
-    exporter = RecordingExporter()
+    exporter = RecordingSink()
     exporter.failures = [RuntimeError("boom")]
     slot = SinkSlot(exporter)
     processor = RecordProcessor([slot], RESOURCE)
@@ -182,7 +182,7 @@ def test_the_uploader_survives_an_exporter_that_raises_anything() -> None:
 
 def test_episode_spans_from_a_plain_tracer_carry_their_record_and_child_spans() -> None:
     """Plain OpenTelemetry APIs: the record rides in ``prime.record.json``; child spans attach to the episode."""
-    exporter = RecordingExporter()
+    exporter = RecordingSink()
     processor = RecordProcessor([SinkSlot(exporter)], RESOURCE)
     provider = TracerProvider(resource=RESOURCE)
     provider.add_span_processor(processor)
@@ -206,7 +206,7 @@ def test_episode_spans_from_a_plain_tracer_carry_their_record_and_child_spans() 
 
 def test_close_writes_what_was_queued_then_refuses_new_records() -> None:
     """Close writes what was queued before it; a submit after close is refused and not counted as dropped."""
-    exporter = RecordingExporter()
+    exporter = RecordingSink()
     processor = RecordProcessor([SinkSlot(exporter)], RESOURCE)
     processor.submit([episode(1)])
     assert processor.close(5)
@@ -217,7 +217,7 @@ def test_close_writes_what_was_queued_then_refuses_new_records() -> None:
 
 @pytest.mark.parametrize("timeout", [0.0, 0.05])
 def test_flush_returns_false_when_the_deadline_passes_first(timeout: float) -> None:
-    exporter = RecordingExporter()
+    exporter = RecordingSink()
     exporter.gate.clear()
     processor = RecordProcessor([SinkSlot(exporter)], RESOURCE)
     processor.submit([episode(1)])
@@ -241,13 +241,13 @@ class SlowToEncode:
         return episode(self.index)
 
 
-def _ids(exporter: RecordingExporter) -> list[str]:
+def _ids(exporter: RecordingSink) -> list[str]:
     return [r["id"] if isinstance(r, dict) else f"e{r.index}" for b in exporter.batches for r in b]  # type: ignore[attr-defined]
 
 
 def test_with_a_spool_a_full_queue_spills_while_the_uploader_waits_on_the_platform(tmp_path: Path) -> None:
     """Issue 6: a platform that holds a request never stalls the producer; the batch waits on disk, and lands once."""
-    exporter = RecordingExporter()
+    exporter = RecordingSink()
     exporter.gate.clear()
     spool = RunSpool(tmp_path, sinks=[exporter.name])
     processor = RecordProcessor([SinkSlot(exporter, spool=spool)], RESOURCE, max_queue_batches=1, spool=spool)
@@ -269,7 +269,7 @@ def test_with_a_spool_a_full_queue_spills_while_the_uploader_waits_on_the_platfo
 def test_with_a_spool_a_full_queue_waits_for_an_uploader_that_is_encoding(tmp_path: Path) -> None:
     """The uploader takes the whole queue as soon as it has encoded what it holds: waiting costs less than writing
     the batch to disk and reading it back, so nothing is spilled."""
-    exporter = RecordingExporter()
+    exporter = RecordingSink()
     started = threading.Event()
     spool = RunSpool(tmp_path, sinks=[exporter.name])
     processor = RecordProcessor([SinkSlot(exporter, spool=spool)], RESOURCE, max_queue_batches=1, spool=spool)
