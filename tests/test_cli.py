@@ -88,3 +88,18 @@ def test_sync_of_a_file_says_it_is_not_a_folder(tmp_path: Path) -> None:
     file.write_text("{}")
     line = _one_line_error(_prime_otel("sync", str(file), tmp_path=tmp_path))
     assert f"{file} is not a folder" in line
+
+
+def test_the_local_platform_module_entry_refuses_an_out_of_range_port_in_one_line(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
+    result = subprocess.run(
+        [sys.executable, "-m", "prime_otel.local", "--port", "70000", "--data", str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    line = _one_line_error(result)
+    assert "--port" in line and "70000" in line and "0 to 65535" in line

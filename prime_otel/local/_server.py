@@ -97,4 +97,6 @@ def main() -> None:
     from ._cli import build_parser
 
     args = build_parser().parse_args()
+    if not 0 <= args.port <= 65535:
+        sys.exit(f"python -m prime_otel.local: --port must be from 0 to 65535 (0 picks a free port), got {args.port}")
     sys.exit(args.handler(args))
