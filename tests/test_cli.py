@@ -16,10 +16,10 @@ import prime_otel
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _prime_otel(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _prime_otel(*args: str, tmp_path: Path, module: str = "prime_otel.cli") -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path), "PRIME_API_KEY": "pit_test"}
     return subprocess.run(
-        [sys.executable, "-m", "prime_otel.cli", *args],
+        [sys.executable, "-m", module, *args],
         capture_output=True,
         text=True,
         env=env,
@@ -91,15 +91,8 @@ def test_sync_of_a_file_says_it_is_not_a_folder(tmp_path: Path) -> None:
 
 
 def test_the_local_platform_module_entry_refuses_an_out_of_range_port_in_one_line(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HOME": str(tmp_path)}
-    result = subprocess.run(
-        [sys.executable, "-m", "prime_otel.local", "--port", "70000", "--data", str(tmp_path / "data")],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=60,
-        check=False,
+    result = _prime_otel(
+        "--port", "70000", "--data", str(tmp_path / "data"), tmp_path=tmp_path, module="prime_otel.local"
     )
     line = _one_line_error(result)
     assert "--port" in line and "70000" in line and "0 to 65535" in line

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent import futures
 from typing import Any
 
@@ -14,7 +14,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from opentelemetry.sdk.resources import Resource
 
-from .._types import run_kind_of
+from .._types import RunKind, run_kind_of
 from ._auth import ANONYMOUS
 from ._defaults import DEFAULT_DRAIN_SECONDS, DEFAULT_LEASE_SECONDS
 from ._ending import Ending, EndTracker
@@ -141,22 +141,19 @@ class RunRegistry:
                 open_runs = sum(1 for held in self._runs.values() if held.state is not RunState.CLOSED)
                 if open_runs >= self._limits.max_open_runs:
                     raise Saturated(f"the gateway holds {open_runs} open runs, its cap")
-                pipeline = self._factory.open(origin.run_id, kind, Resource(dict(origin.attributes)))
-                tracker = EndTracker(self._lease_seconds, self._clock)
-                run = GatewayRun(
-                    origin.run_id,
-                    kind,
-                    pipeline,
-                    tracker,
-                    drain_seconds=self._drain_seconds,
-                    sender=sender,
-                    state=self._state,
-                )
+                run = self._new_run(origin.run_id, kind, origin.attributes, sender)
                 if self._state is not None:
                     self._state.opened(origin.run_id, kind, sender, origin.attributes)
                 self._runs[origin.run_id] = run
                 _logger.info("run %s (%s): receiving", origin.run_id, kind)
             return run
+
+    def _new_run(self, run_id: str, kind: RunKind, resource: Mapping[str, Any], sender: str) -> GatewayRun:
+        pipeline = self._factory.open(run_id, kind, Resource(dict(resource)))
+        tracker = EndTracker(self._lease_seconds, self._clock)
+        return GatewayRun(
+            run_id, kind, pipeline, tracker, drain_seconds=self._drain_seconds, sender=sender, state=self._state
+        )
 
     def restore(self) -> None:
         """After a restart on the same state folder: every run open before is taken up where it was (its records
@@ -173,17 +170,7 @@ class RunRegistry:
                     "run %s: its stored kind %r names no run kind; not taken up", stored.run_id, stored.kind
                 )
                 continue
-            pipeline = self._factory.open(stored.run_id, kind, Resource(stored.resource))
-            tracker = EndTracker(self._lease_seconds, self._clock)
-            run = GatewayRun(
-                stored.run_id,
-                kind,
-                pipeline,
-                tracker,
-                drain_seconds=self._drain_seconds,
-                sender=stored.sender,
-                state=self._state,
-            )
+            run = self._new_run(stored.run_id, kind, stored.resource, stored.sender)
             with self._lock:
                 self._runs[stored.run_id] = run
             requeued = run.restore(stored)
