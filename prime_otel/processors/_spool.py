@@ -325,12 +325,13 @@ class RunSpool:
         return [cls(run_folder, name=path.name) for path in sorted(run_folder.glob(f"{SPOOL_DIR}*")) if path.is_dir()]
 
     def reset_after_fork(self) -> None:
-        """A forked child keeps its own log: two processes never append to one sequence."""
+        """A forked child keeps its own log: two processes never append to one sequence (nor two spools of one
+        child: the inherited run's is ``@<pid>.forked``, beside the ``@<pid>`` of a run the child joined)."""
         base = self.name.split("@")[0]
         self.__init__(  # type: ignore[misc]
             self.run_folder,
             self.max_bytes,
-            name=f"{base}@{os.getpid()}",
+            name=f"{base}@{os.getpid()}.forked",
             sinks=self.sinks,
             contain_disk_errors=self._contain_disk_errors,
             removable=self._removable,

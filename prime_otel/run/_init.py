@@ -187,7 +187,7 @@ def init(
     if _joining is not None:
         joined: JoinTarget | None = _joining
     elif id is None and str(asked_mode).lower() != "disabled":
-        joined = find_run_to_join(kind, Path(settings.runs_dir))
+        joined = find_run_to_join(kind, [online_runs_dir(settings), Path(settings.runs_dir)])
     else:
         joined = None
     listed_mode = joined.listed.mode if joined is not None and joined.listed is not None else ""

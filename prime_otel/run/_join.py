@@ -17,6 +17,7 @@ from .._types import RUN_MODES, RunKind, RunMode, run_kind_of
 from ..errors import RunFinishedError
 from ._membership import OPEN_MARKER
 from ._open_runs import OPEN_RUNS, JoinTarget, OpenRun
+from ._spool_home import online_runs_dir
 
 if TYPE_CHECKING:
     from ._run import Run
@@ -61,7 +62,9 @@ def join(run: RunHandle | str) -> Run:
 
 
 def _handle_from_folder(run_id: str) -> RunHandle:
-    folder = Path(resolve_settings().runs_dir) / run_id
+    settings = resolve_settings()
+    candidates = [online_runs_dir(settings) / run_id, Path(settings.runs_dir) / run_id]
+    folder = next((candidate for candidate in candidates if (candidate / OPEN_MARKER).exists()), candidates[0])
     try:
         document = json.loads((folder / OPEN_MARKER).read_text(encoding="utf-8"))
         if not isinstance(document, dict):

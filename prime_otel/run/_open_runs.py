@@ -15,7 +15,7 @@ import contextlib
 import json
 import os
 import threading
-from collections.abc import MutableMapping
+from collections.abc import MutableMapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -55,6 +55,7 @@ class OpenRuns:
         self._environ = os.environ if environ is None else environ
         self._lock = threading.RLock()
         self._owned: list[tuple[OpenRun, Path, JoinableRun]] = []
+        self._owner_dirs: set[Path] = set()
         self._before: dict[str, str] | None = None
         self._joined: dict[str, JoinableRun] = {}
 
@@ -65,16 +66,15 @@ class OpenRuns:
             if self._before is None:
                 self._before = {name: self._environ[name] for name in _ADVERTISED if name in self._environ}
             self._owned.append((run, runs_dir, handle))
+            self._owner_dirs.add(runs_dir)
             if advertise:
                 self._advertise(run)
-            self._write_owner_file(runs_dir)
+            self._write_owner_files()
 
     def closed(self, run_id: str) -> None:
         with self._lock:
-            dirs = {runs_dir for run, runs_dir, _ in self._owned if run.id == run_id}
             self._owned = [entry for entry in self._owned if entry[0].id != run_id]
-            for runs_dir in dirs:
-                self._write_owner_file(runs_dir)
+            self._write_owner_files()
             if self._environ.get(RUN_ID_ENV) != run_id or self._environ.get(RUN_OWNER_PID_ENV) != str(os.getpid()):
                 return  # the variables name another run (or the application changed them): leave them
             if self._owned:
@@ -94,15 +94,20 @@ class OpenRuns:
         self._environ[RUN_OWNER_PID_ENV] = str(os.getpid())
         self._environ[RUN_KIND_ENV] = run.kind
 
-    def _write_owner_file(self, runs_dir: Path) -> None:
-        path = owner_file(runs_dir, os.getpid())
-        runs = [vars(run) for run, where, _ in self._owned if where == runs_dir]
-        with contextlib.suppress(OSError):
-            if not runs:
-                path.unlink(missing_ok=True)
-                return
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_quickly(path, {"pid": os.getpid(), "runs": runs})
+    def _write_owner_files(self) -> None:
+        """The whole list, newest last, in every folder this process keeps runs in (online runs live in the
+        per-user cache, offline ones where the user asked), so a worker finds it whichever it looks in first."""
+        runs = [vars(run) for run, _, _ in self._owned]
+        for runs_dir in self._owner_dirs:
+            path = owner_file(runs_dir, os.getpid())
+            with contextlib.suppress(OSError):
+                if not runs:
+                    path.unlink(missing_ok=True)
+                    continue
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_quickly(path, {"pid": os.getpid(), "runs": runs})
+        if not runs:
+            self._owner_dirs.clear()
 
     # -- joined runs ---------------------------------------------------------------------------------
 
@@ -120,6 +125,7 @@ class OpenRuns:
         """A forked child owns no run (its inherited ones only log); the variables keep naming the parent's."""
         self._lock = threading.RLock()
         self._owned = []
+        self._owner_dirs = set()
         self._before = None
         self._joined = {}
 
@@ -153,19 +159,24 @@ class JoinTarget:
     listed: OpenRun | None = None
 
 
-def find_run_to_join(kind: str, runs_dir: Path) -> JoinTarget | None:
+def find_run_to_join(kind: str, runs_dirs: Sequence[Path]) -> JoinTarget | None:
     """The run a new ``init()`` in this process joins: the newest open run of ``kind`` its owner (the process that
     advertised one, or the multiprocessing parent) lists now; else the advertised run, unless its folder here shows
-    it finished; None when there is nothing to join."""
+    it finished; None when there is nothing to join. ``runs_dirs``: where run folders live on this machine (the
+    online runs' cache and the offline runs' folder)."""
     inherited = inherited_run()
     owner = inherited.owner_pid if inherited is not None and inherited.owner_pid else _multiprocessing_parent()
-    listed = owners_open_runs(runs_dir, owner) if owner is not None and owner != os.getpid() else None
-    same_kind = [run for run in listed or [] if run.kind == kind]
+    listed: list[OpenRun] = []
+    if owner is not None and owner != os.getpid():
+        # Every folder the owner keeps runs in holds its whole list (online and offline runs, in order).
+        listed = next((found for d in runs_dirs if (found := owners_open_runs(d, owner)) is not None), [])
+    same_kind = [run for run in listed if run.kind == kind]
     if same_kind:
         return JoinTarget(same_kind[-1].id, kind, same_kind[-1])
     if inherited is None:
         return None
-    folder = Path(runs_dir) / inherited.id
+    folders = [Path(runs_dir) / inherited.id for runs_dir in runs_dirs]
+    folder = next((candidate for candidate in folders if candidate.is_dir()), folders[0])
     if (folder / WORKERS_DIR).is_dir() and not (folder / OPEN_MARKER).exists() and inherited.kind in (None, kind):
         raise RunFinishedError(
             f"this process inherited {kind} run {inherited.id}, which its owner (pid {owner}) has finished, and the "

@@ -100,7 +100,7 @@ if __name__ == "__main__":
     view.assert_closed_once()
     _assert_each_once(view, logged)
     tally = outcome.one("WORKERS")
-    assert (tally["logged"], tally["delivered"], tally["lost"]) == (len(logged), len(logged), 0)
+    assert (tally["logged"], tally["delivered"], tally["lost"]) == (len(logged), len(logged), 0), outcome.describe()
     assert "workers:" in outcome.stderr and f"logged {len(logged)} records" in outcome.stderr
 
 
