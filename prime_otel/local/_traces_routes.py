@@ -12,7 +12,11 @@ from ._context import Platform
 from ._db import parse_json_leniently
 from ._errors import TracesError
 from ._ingest import Upload, UploadReader
-from ._recorder import CAPTURE_LIMIT, note_body, note_runs
+from ._recorder import note_body, note_runs
+
+#: Uploads up to this size keep their decoded lines in the request log (a client packs many episodes into one
+#: upload; the inspection API shows which ones went out in which request).
+LINES_CAPTURE_LIMIT = 8 * 1024 * 1024
 
 _UPLOAD_SCHEMA = {
     "requestBody": {
@@ -139,7 +143,7 @@ def _recorded_upload(upload: Upload) -> dict[str, Any]:
         "bytes": len(upload.body),
         "line_format": upload.line_format,
     }
-    if len(upload.body) <= CAPTURE_LIMIT:
+    if len(upload.body) <= LINES_CAPTURE_LIMIT:
         traces["jsonl_lines"] = [_decoded(line) for line in upload.body.split(b"\n") if line.strip()]
     return {"metadata": {"json": upload.metadata}, "traces": traces}
 

@@ -58,7 +58,7 @@ def test_an_offline_zero_code_run_writes_its_episodes_to_the_folder_and_a_sync_d
         {"PRIME_RUNS_MODE": "offline", "PRIME_RUN_NAME": "zero-code-offline", "PRIME_RUN_ENVIRONMENTS": "gsm8k"},
     )
     assert result.returncode == 0, result.stderr
-    [folder] = [path for path in (tmp_path / "runs").iterdir() if path.is_dir()]
+    [folder] = [path for path in (tmp_path / "runs").iterdir() if path.is_dir() and not path.name.startswith(".")]
     written = [json.loads(line) for line in (folder / "episodes.jsonl").read_text().splitlines()]
     assert {record["id"] for record in written} == FIXTURE_IDS
     assert json.loads((folder / "run.json").read_text())["status"] == "completed"
