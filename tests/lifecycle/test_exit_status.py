@@ -142,10 +142,16 @@ def test_an_application_handler_that_returns_keeps_the_run_going(producer: Produ
     """A graceful-shutdown handler that only sets a flag decides the run goes on: nothing is closed by the
     signal; the program finishes the run itself and it completes with everything it logged."""
     running = producer.start(
-        "stop = threading.Event()\n"
-        "signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())\n" + OPEN + "run.log_episodes(episodes(1))\n"
+        # The handler only appends to a list: taking a lock (Event.set) in a signal handler can deadlock with
+        # the interrupted main thread holding it.
+        "stopping = []\n"
+        "signal.signal(signal.SIGTERM, lambda signum, frame: stopping.append(signum))\n"
+        + OPEN
+        + "run.log_episodes(episodes(1))\n"
         'say("READY")\n'
-        "stop.wait(60)\n"
+        "deadline = time.monotonic() + 30\n"
+        "while not stopping and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
         'say("STOPPING", [run.finished, run.status.value])\n'
         "run.log_episodes(episodes(1))\n"
         "run.finish()\n"

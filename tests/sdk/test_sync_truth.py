@@ -259,8 +259,16 @@ sys.stdin.readline()
     assert result.returncode == 2, result.stdout + result.stderr  # not everything is known to be delivered
     assert "rft_samples 4;" in result.stdout, result.stdout
     assert "2 records may be missing" in result.stdout and "rft_samples 2" in result.stdout, result.stdout
-    wait_until(lambda: platform.inspect.step_rows(run_id, 1)["total"] == 2, "the hung confirm of step 1 to land")
-    assert [(entry["step"], entry["num_rows"]) for entry in platform.inspect.steps(run_id)] == [(1, 2), (2, 2), (3, 2)]
+    # The hung confirm may still be applied by the server after its client died, or dropped with the connection:
+    # either way step 1 is stored at most once, and the steps sync sent are stored once each.
+    settled_by = time.monotonic() + HANG_SECONDS + 2
+    wait_until(
+        lambda: platform.inspect.step_rows(run_id, 1)["total"] == 2 or time.monotonic() > settled_by,
+        "the hung confirm of step 1 to land or be dropped",
+    )
+    stored = [(entry["step"], entry["num_rows"]) for entry in platform.inspect.steps(run_id)]
+    assert [entry for entry in stored if entry[0] != 1] == [(2, 2), (3, 2)]
+    assert [entry for entry in stored if entry[0] == 1] in ([], [(1, 2)])
 
 
 def test_a_step_whose_confirm_failed_ambiguously_stays_in_flight_behind_the_next_one(
@@ -293,8 +301,16 @@ sys.stdin.readline()
     assert result.returncode == 2, result.stdout + result.stderr
     assert "rft_samples 2;" in result.stdout, result.stdout
     assert "4 records may be missing" in result.stdout and "rft_samples 4" in result.stdout, result.stdout
-    wait_until(lambda: platform.inspect.step_rows(run_id, 2)["total"] == 2, "the hung confirm of step 2 to land")
-    assert [(entry["step"], entry["num_rows"]) for entry in platform.inspect.steps(run_id)] == [(1, 2), (2, 2), (3, 2)]
+    # The hung confirm may still be applied by the server after its client died, or dropped with the connection:
+    # either way step 2 is stored at most once, and the steps sync sent are stored once each.
+    settled_by = time.monotonic() + HANG_SECONDS + 2
+    wait_until(
+        lambda: platform.inspect.step_rows(run_id, 2)["total"] == 2 or time.monotonic() > settled_by,
+        "the hung confirm of step 2 to land or be dropped",
+    )
+    stored = [(entry["step"], entry["num_rows"]) for entry in platform.inspect.steps(run_id)]
+    assert [entry for entry in stored if entry[0] != 2] == [(1, 2), (3, 2)]
+    assert [entry for entry in stored if entry[0] == 2] in ([], [(2, 2)])
 
 
 EVAL_PRELUDE = """
