@@ -30,8 +30,7 @@ from ..errors import RunFinishedError
 from ..exporters.otlp import OtlpRecordSink
 from ..exporters.traces import PrimeTracesSink
 from ..offline._writer import RUN_FILE, OfflineRunWriter
-from ..processors import RecordProcessor, RunLifecycleProcessor, SinkSlot, StepMetricsUploader, Uploader
-from ..processors._spool import DISK_FULL, RunSpool
+from ..processors import RecordProcessor, RunLifecycleProcessor, StepMetricsUploader, Uploader
 from ..records import clean, loggable, metric_row
 from ..resources import RunIdentity
 from ._admission import Admission
@@ -40,7 +39,8 @@ from ._exit_paths import SIGNALS, AtexitHook, exit_status
 from ._join import RunHandle
 from ._membership import Membership, RunMarker, membership_of
 from ._open_runs import OPEN_RUNS, OpenRun
-from ._report import Closure, DeliveryReport, SinkReport, WorkerTally
+from ._report import Closure, DeliveryReport, WorkerTally
+from ._sink_reports import offline_sink_report, sink_reports, warn_losses
 from ._status_line import Progress, StatusLine
 from ._worker_exit import drain_at_worker_exit, follow_into_forked_workers
 
@@ -513,7 +513,7 @@ class Run:
             # The run's folder holds the owner's report; a worker's part is in its report under workers/.
             self._quietly("writing the delivery report", self._write_report_files, surface=False)
             self._quietly("removing the delivered run's folder", self._remove_delivered_folder, surface=False)
-        self._warn_losses(self._report)
+        warn_losses(self.id, self.dropped_records, self._report)
         if parts.print_report and parts.mode != "disabled":
             print(self._report.render(), file=sys.stderr)
 
@@ -645,34 +645,10 @@ class Run:
         return True
 
     def _build_report(self, *, final: bool = False) -> DeliveryReport:
-        sinks: list[SinkReport] = []
-        notes: list[str] = []
-        for uploader in self._uploaders:
-            spool = uploader.spool
-            dropped_reason = (
-                spool.refusal_reason
-                if spool is not None and spool.refusal_reason
-                else "queue full: the producer outran the uploader"
-            )
-            for slot in uploader.slots:
-                sinks.append(self._sink_report(slot, uploader.dropped_records, dropped_reason, final))
-            if spool is not None:
-                notes += _spool_notes(spool)
+        sinks, notes = sink_reports(self._uploaders, final=final)
         offline = self._parts.offline
         if offline is not None:
-            sinks.append(
-                SinkReport(
-                    sink="offline",
-                    delivered=offline.records_written,
-                    failed=offline.failed,
-                    dropped=0,
-                    skipped=0,
-                    requests=0,
-                    bytes=offline.bytes_written,
-                    state=str(offline.folder),
-                    failure_reasons=offline.failure_reasons,
-                )
-            )
+            sinks.append(offline_sink_report(offline))
         folder = self._parts.run_folder or (offline.folder if offline is not None else None)
         return DeliveryReport(
             run_id=self.id,
@@ -684,46 +660,6 @@ class Run:
             folder=str(folder) if folder is not None else None,
             notes=tuple(dict.fromkeys(notes)),
             workers=self.workers,
-        )
-
-    @staticmethod
-    def _sink_report(slot: SinkSlot, dropped: int, dropped_reason: str, final: bool) -> SinkReport:
-        stats = slot.sink.stats
-        state = "retired" if slot.retired else ("off" if not slot.sink.enabled else "ok")
-        if slot.paused:
-            state = "paused"
-        reason = slot.sink.quiet_off_reason
-        if reason:
-            state = reason
-        spool = slot.spool
-        ledger = spool.sink(slot.name) if spool is not None else None
-        waiting = spool.waiting(slot.name) if spool is not None else 0
-        failed, reasons = slot.failed, dict(slot.failure_reasons)
-        unexplained = failed - sum(reasons.values())
-        if unexplained > 0 and spool is not None and spool.refusal_reason:
-            # With a spool a sink loses records only when the spool could not keep them (the rest wait in it).
-            reasons[spool.refusal_reason] = reasons.get(spool.refusal_reason, 0) + unexplained
-        if final and spool is not None and spool.set_aside_to is not None and waiting:
-            # No sync can deliver from a spool whose ledger could not be kept: what it still holds is lost here.
-            lost_because = spool.refusal_reason or DISK_FULL
-            failed += waiting
-            reasons[lost_because] = reasons.get(lost_because, 0) + waiting
-            waiting = 0
-        return SinkReport(
-            sink=slot.name,
-            delivered=stats.delivered,
-            failed=failed,
-            dropped=dropped,
-            skipped=stats.skipped,
-            requests=stats.requests,
-            bytes=stats.bytes,
-            state=state,
-            spooled=ledger.spooled if ledger else 0,
-            replayed=ledger.replayed if ledger else 0,
-            pending=waiting,
-            possibly_missing=len(ledger.missing) if ledger else 0,
-            failure_reasons=reasons,
-            dropped_reasons={dropped_reason: dropped} if dropped else {},
         )
 
     def _write_sync_folder(self) -> None:
@@ -761,26 +697,6 @@ class Run:
                 closed_on_platform=self._closure is not Closure.NOT_CONFIRMED,
             )
             write_json_atomically(run_file, document)
-
-    def _warn_losses(self, report: DeliveryReport) -> None:
-        if self.dropped_records:
-            _logger.warning("Run %s: %d records reached no sink", self.id, self.dropped_records)
-        for sink in report.sinks:
-            if sink.failed or sink.possibly_missing:
-                _logger.warning(
-                    "Run %s: the %s sink could not store %d records",
-                    self.id,
-                    sink.sink,
-                    sink.failed + sink.possibly_missing,
-                )
-            if sink.pending:
-                _logger.warning(
-                    "Run %s: %d records of the %s sink are still in the spool: %s",
-                    self.id,
-                    sink.pending,
-                    sink.sink,
-                    report.sync_command,
-                )
 
     # -- exit paths ------------------------------------------------------------------------------
 
@@ -859,21 +775,6 @@ class Run:
         self._follow_membership()
         self._status_line = StatusLine(self.id, self._progress)
         self._parts.notes.reset_after_fork()
-
-
-def _spool_notes(spool: RunSpool) -> list[str]:
-    notes = []
-    if spool.set_aside_to is not None:
-        notes.append(
-            f"the spool's ledger could not be saved ({spool.refusal_reason}): its files were moved to "
-            f"{spool.set_aside_to}, where no sync reads them (it could resend records already stored)"
-        )
-    elif spool.refusal_reason is not None:
-        notes.append(
-            f"the spool at {spool.folder} stopped keeping records ({spool.refusal_reason}); "
-            f"{spool.refused} records were not kept in it"
-        )
-    return notes
 
 
 def _left(deadline: float) -> float:
