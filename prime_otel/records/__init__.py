@@ -22,7 +22,7 @@ from ._encoding import (
     why_unencodable,
 )
 from ._fields import field_of, training_step, work_step
-from ._metric_values import MAX_STEP, histogram_value, metric_row, point_value
+from ._metric_values import MAX_STEP, histogram_value, metric_row, point_value, step_number
 from ._models import encode_record
 from ._received import decode_received
 from ._spans import (
@@ -61,6 +61,7 @@ __all__ = [
     "record_kind",
     "record_of",
     "stamp_run",
+    "step_number",
     "to_mapping",
     "training_step",
     "why_unencodable",

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ._metric_values import step_number
+
 __all__ = ["field_of", "training_step", "work_step"]
 
 
@@ -15,9 +17,9 @@ def field_of(value: Any, name: str) -> Any:
 
 
 def work_step(record: Any) -> int | None:
-    """The step a record's work was dispatched at (``run.work.step``), whatever the run; None without one."""
-    step = field_of(field_of(field_of(record, "run"), "work"), "step")
-    return step if isinstance(step, int) and not isinstance(step, bool) else None
+    """The step a record's work was dispatched at (``run.work.step``), whatever the run; None without one, or when
+    it is no step (the metrics step's rule, ``step_number``: an integer from 0 to 2**53 - 1)."""
+    return step_number(field_of(field_of(field_of(record, "run"), "work"), "step"))
 
 
 def training_step(record: Any) -> int | None:
