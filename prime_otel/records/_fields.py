@@ -8,7 +8,7 @@ from typing import Any
 
 from ._metric_values import step_number
 
-__all__ = ["field_of", "training_step", "work_step"]
+__all__ = ["field_of", "impossible_training_step", "training_step", "work_step"]
 
 
 def field_of(value: Any, name: str) -> Any:
@@ -24,7 +24,18 @@ def work_step(record: Any) -> int | None:
 
 def training_step(record: Any) -> int | None:
     """The dispatch step of a training run's work (``run`` and ``run.work`` of type train), else None."""
+    return work_step(record) if _training_work(record) else None
+
+
+def impossible_training_step(record: Any) -> bool:
+    """Whether a training run's work names a dispatch step that is no step (negative, 2**53 or more, not an int):
+    such an episode belongs to no step object, and is counted failed rather than passed over."""
+    if not _training_work(record):
+        return False
+    step = field_of(field_of(field_of(record, "run"), "work"), "step")
+    return step is not None and step_number(step) is None
+
+
+def _training_work(record: Any) -> bool:
     run = field_of(record, "run")
-    if field_of(run, "type") != "train" or field_of(field_of(run, "work"), "type") != "train":
-        return None
-    return work_step(record)
+    return field_of(run, "type") == "train" and field_of(field_of(run, "work"), "type") == "train"

@@ -22,6 +22,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 import prime_otel as po
 from prime_otel import _conventions as conv
+from prime_otel.exporters.rft_samples import IMPOSSIBLE_STEP
 from prime_otel.testing import LocalPlatform
 from tests._platform import point_sdk_at
 from tests.gateway._gateway import TEAM, Gateway, create_run
@@ -182,12 +183,12 @@ def test_a_rank_or_world_size_that_is_no_non_negative_integer_refuses_its_resour
         assert run_id not in gateway.runs()
 
 
-def test_a_training_episode_dispatched_at_an_impossible_step_is_no_step_sample_on_either_path(
+def test_a_training_episode_dispatched_at_an_impossible_step_is_counted_failed_on_either_path(
     platform: LocalPlatform, gateway: Gateway, tmp_path: Path
 ) -> None:
     """A record's dispatch step keeps the same rule: episodes at steps -10 and 2**53 + 8 make no Parquet step object
-    (counted skipped), in process as through the gateway, while the episode at step 10 makes its step's object on
-    both. (Every step is a multiple of 10, the in-process step interval.)"""
+    and are counted failed by the samples sink, with why, in process as through the gateway, while the episode at
+    step 10 makes its step's object on both. (Every step is a multiple of 10, the in-process step interval.)"""
     steps = (10, -10, 2**53 + 8)
     with pytest.MonkeyPatch.context() as monkeypatch:
         point_sdk_at(platform, monkeypatch, tmp_path)
@@ -196,9 +197,8 @@ def test_a_training_episode_dispatched_at_an_impossible_step_is_no_step_sample_o
         run.log_episodes([episode for step in steps for episode in fresh_episodes("train", 1, step=step)])
         report = run.finish()
     assert report is not None
-    assert [(sink.sink, sink.delivered, sink.skipped) for sink in report.sinks if sink.sink == "rft_samples"] == [
-        ("rft_samples", 1, 2)
-    ]
+    [samples] = [sink for sink in report.sinks if sink.sink == "rft_samples"]
+    assert (samples.delivered, samples.failed, samples.failure_reasons) == (1, 2, {IMPOSSIBLE_STEP: 2})
     in_process = [entry["step"] for entry in platform.inspect.steps(run.id)]
 
     run_id = create_run(platform, "train", "step-rule-dispatch")
@@ -212,4 +212,5 @@ def test_a_training_episode_dispatched_at_an_impossible_step_is_no_step_sample_o
     closed = gateway.wait_closed(run_id)
 
     assert in_process == [entry["step"] for entry in platform.inspect.steps(run_id)] == [10]
-    assert closed["status"] == "completed" and closed["sinks"]["rft_samples"]["skipped"] == 2
+    assert closed["status"] == "completed"
+    assert closed["sinks"]["rft_samples"] == {"delivered": 1, "failed": 2, "skipped": 0}
