@@ -19,7 +19,7 @@ def field_of(value: Any, name: str) -> Any:
 def work_step(record: Any) -> int | None:
     """The step a record's work was dispatched at (``run.work.step``), whatever the run; None without one, or when
     it is no step (the metrics step's rule, ``step_number``: an integer from 0 to 2**53 - 1)."""
-    return step_number(field_of(field_of(field_of(record, "run"), "work"), "step"))
+    return step_number(_named_step(record))
 
 
 def training_step(record: Any) -> int | None:
@@ -32,8 +32,12 @@ def impossible_training_step(record: Any) -> bool:
     such an episode belongs to no step object, and is counted failed rather than passed over."""
     if not _training_work(record):
         return False
-    step = field_of(field_of(field_of(record, "run"), "work"), "step")
+    step = _named_step(record)
     return step is not None and step_number(step) is None
+
+
+def _named_step(record: Any) -> Any:
+    return field_of(field_of(field_of(record, "run"), "work"), "step")
 
 
 def _training_work(record: Any) -> bool:
