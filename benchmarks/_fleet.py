@@ -4,13 +4,10 @@ closed every run it received (all delivered to the platform)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +15,8 @@ import grpc
 
 from prime_otel.testing import LocalPlatform
 from tests._collector import BINARY as COLLECTOR
-from tests.gateway._collector import AGENT_CONFIG, accepts, free_port
-from tests.gateway._gateway import Gateway, wait_for
+from tests._collector import agent
+from tests.gateway._gateway import Gateway
 
 TOKEN = "bench-fleet-token"
 _EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
@@ -29,37 +26,6 @@ _WAIT_SECONDS = 600.0
 
 def collector_built() -> bool:
     return COLLECTOR.exists()
-
-
-@contextmanager
-def agent(gateways: Sequence[Gateway], folder: Path) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    """The agent Collector in front of ``gateways``: its process and its OTLP/gRPC port."""
-    grpc_port = free_port()
-    endpoints = ", ".join(f"127.0.0.1:{gateway.grpc_port}" for gateway in gateways)
-    env = {
-        **os.environ,
-        "AGENT_OTLP_GRPC_PORT": str(grpc_port),
-        "AGENT_OTLP_HTTP_PORT": str(free_port()),
-        "AGENT_METRICS_PORT": str(free_port()),
-        "GATEWAY_GRPC_ENDPOINTS": f"[{endpoints}]",
-        "GATEWAY_TOKEN": TOKEN,
-    }
-    with (folder / "collector.log").open("ab") as log:
-        collector = subprocess.Popen(
-            [str(COLLECTOR), f"--config={AGENT_CONFIG}"], env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-        try:
-            wait_for(lambda: accepts(grpc_port) or collector.poll() is not None, "the Collector to listen")
-            if collector.poll() is not None:
-                raise RuntimeError((folder / "collector.log").read_text()[-4000:])
-            yield collector, grpc_port
-        finally:
-            collector.send_signal(signal.SIGTERM)
-            try:
-                collector.wait(20)
-            except subprocess.TimeoutExpired:
-                collector.kill()
-                collector.wait(10)
 
 
 def scale(
@@ -81,9 +47,10 @@ def scale(
             )
             for n in range(gateways)
         ]
-        collector, port = stack.enter_context(agent(fleet, folder))
+        log = folder / "collector.log"
+        collector = stack.enter_context(agent([g.grpc_port for g in fleet], log, TOKEN, binary=COLLECTOR))
         channel = grpc.insecure_channel(
-            f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 128 * 1024 * 1024)]
+            f"127.0.0.1:{collector.grpc_port}", options=[("grpc.max_send_message_length", 128 * 1024 * 1024)]
         )
         stack.callback(channel.close)
         export = channel.unary_unary(_EXPORT, request_serializer=None, response_deserializer=None)

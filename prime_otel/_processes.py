@@ -1,11 +1,15 @@
-"""Local processes by PID (Linux ``/proc`` where it exists): whether one still lives, and when it started."""
+"""Local processes by PID (Linux ``/proc`` where it exists): whether one still lives, and when it started; and
+stopping a child process."""
 
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 from pathlib import Path
+from typing import Any
 
-__all__ = ["pid_alive", "process_start"]
+__all__ = ["pid_alive", "process_start", "terminate"]
 
 
 def _process_stat(pid: int) -> list[str] | None:
@@ -33,3 +37,16 @@ def pid_alive(pid: int) -> bool:
         return True
     stat = _process_stat(pid)
     return stat is None or stat[0] != "Z"
+
+
+def terminate(process: subprocess.Popen[Any], timeout: float) -> None:
+    """Stop a child that may still run: SIGTERM (it flushes and exits), SIGKILL when it is not gone within
+    ``timeout`` seconds, then wait (bounded) for it."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -27,6 +26,8 @@ from types import TracebackType
 from typing import Any
 
 import httpx
+
+from ._processes import terminate
 
 __all__ = ["Inspector", "LocalPlatform", "start_local_platform"]
 
@@ -195,14 +196,8 @@ class LocalPlatform:
             self._inspect.close()
             self._inspect = None
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(STOP_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(STOP_TIMEOUT)
+        if process is not None:
+            terminate(process, STOP_TIMEOUT)
 
     def viewer_login_url(self) -> str:
         """A one-time link that signs a browser in to the viewer, so the run links printed by the SDK open

@@ -20,7 +20,7 @@ from .._attempts import REQUEST_PROGRESS, RequestProgress
 from .._sink import SinkWriteError
 from ..client import ObjectStorage, TrainingRunsAPI
 from ..errors import failure_reason, is_ambiguous, is_permanent, is_record_rejection
-from ..records import is_episode, record_of, training_step
+from ..records import impossible_training_step, is_episode, record_of, training_step
 from ._base import RecordSink
 from ._parquet_rows import episodes_to_parquet_bytes, parquet_available, sample_rows_to_parquet_bytes
 
@@ -29,6 +29,8 @@ _logger = logging.getLogger(__name__)
 SAMPLE_ID_RANGE = 2**32
 _CHILD_RANGES = (2**20, 2**21)
 DEFAULT_STEP_INTERVAL = 10
+#: Why a training episode whose dispatch step is no step (``records.step_number``) is counted failed.
+IMPOSSIBLE_STEP = "training step outside 0 .. 2**53 - 1"
 
 
 class RftSamplesSink(RecordSink):
@@ -79,10 +81,15 @@ class RftSamplesSink(RecordSink):
         by_step: dict[int, list[Any]] = defaultdict(list)
         positions: dict[int, list[int]] = defaultdict(list)
         skipped = 0
+        impossible: dict[int, str] = {}
         for position, item in enumerate(items):
             step = self._step_of(item)
             if step is None:
-                skipped += 1
+                record = _record(item)
+                if is_episode(record) and impossible_training_step(record):
+                    impossible[position] = IMPOSSIBLE_STEP
+                else:
+                    skipped += 1
             elif step % self._step_interval:
                 self.sampled_out += 1
             else:
@@ -90,7 +97,7 @@ class RftSamplesSink(RecordSink):
                 positions[step].append(position)
         if skipped:
             self._count(skipped=skipped)
-        self._upload_steps(by_step, positions)
+        self._upload_steps(by_step, positions, impossible)
 
     def _step_of(self, item: Any) -> int | None:
         """The dispatch step of a training episode; None for what this sink does not take (eval work, bare
@@ -102,14 +109,16 @@ class RftSamplesSink(RecordSink):
         episodes = [_record(item) for item in items]
         return episodes_to_parquet_bytes(episodes, self._run_id, step, sample_id_offset=sample_id_offset)
 
-    def _upload_steps(self, by_step: Mapping[int, list[Any]], positions: Mapping[int, list[int]]) -> None:
+    def _upload_steps(
+        self, by_step: Mapping[int, list[Any]], positions: Mapping[int, list[int]], refused: Mapping[int, str]
+    ) -> None:
         """One loss unit per step. Until its confirm the step's object is invisible, so a failure before it
         stored nothing (kept for a replay); a step whose confirm failed ambiguously may be registered (never
-        resent); a step the platform refused fails for good."""
+        resent); a step the platform refused fails for good, as do the ``refused`` positions (with why)."""
         lost: list[int] = []
         ambiguous: list[int] = []
-        failed: dict[int, str] = {}
-        reported: BaseException | None = None
+        failed: dict[int, str] = dict(refused)
+        reported: BaseException | None = ValueError(next(iter(refused.values()))) if refused else None
         steps = sorted(by_step)
         progress = REQUEST_PROGRESS.get()
         for index, step in enumerate(steps):

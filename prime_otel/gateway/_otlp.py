@@ -14,7 +14,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from .. import _conventions as conv
 from .._types import RunKind, run_kind_of
-from ..records import histogram_value, point_value
+from ..records import histogram_value, point_value, step_number
 from ..records._genai import GenAISpan, SpanEvent, marks_episode
 from ._envelope import Envelope, Invalid
 
@@ -22,6 +22,8 @@ from ._envelope import Envelope, Invalid
 _READ_ERRORS = (ValueError, TypeError, RecursionError, OverflowError, MemoryError)
 #: Run ids are ASCII in every platform route; anything longer or stranger is refused with its resource.
 MAX_RUN_ID_CHARS = 200
+# Decimal digits of the largest int64: a longer string is no count any OTLP producer meant.
+_MAX_INT_DIGITS = 19
 
 
 def any_value(value: AnyValue) -> Any:
@@ -40,20 +42,18 @@ def attributes(pairs: Iterable[KeyValue]) -> dict[str, Any]:
     return {pair.key: any_value(pair.value) for pair in pairs}
 
 
-def _as_int(value: Any) -> int | None:
-    """An integer attribute, also when a JSON hop made it a float or a string."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        try:
-            return int(value)
-        except ValueError:
-            return None
-    return None
+def _resource_int(attributes: Mapping[str, Any], key: str, default: int) -> int:
+    """A non-negative integer resource attribute (``default`` when absent): an ``int_value``, or a string of at most
+    19 decimal digits, as ``OTEL_RESOURCE_ATTRIBUTES`` makes every value (and as the SDK reads ``RANK``). A
+    double, a bool, a sign or any other string raises ``ValueError`` naming the attribute."""
+    value = attributes.get(key)
+    if value is None:
+        return default
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= _MAX_INT_DIGITS:
+        value = int(value)
+    if type(value) is not int or value < 0:
+        raise ValueError(f"a {key} that is not a non-negative integer")
+    return value
 
 
 def _usable_run_id(value: Any) -> bool:
@@ -77,18 +77,20 @@ class Origin:
 
     @classmethod
     def of(cls, resource_attributes: Mapping[str, Any]) -> Origin:
-        """``ValueError`` (naming the problem) for a run id no platform path could carry."""
+        """``ValueError`` (naming the problem) for a run id no platform path could carry, or a rank or world size
+        that is not a non-negative integer."""
         run_id = resource_attributes.get(conv.RUN_ID) or resource_attributes.get(conv.PRIME_RUN_ID)
         if run_id and not _usable_run_id(run_id):
             raise ValueError(f"a run.id that is not a printable string of at most {MAX_RUN_ID_CHARS} characters")
         kind = resource_attributes.get(conv.RUN_TYPE) or resource_attributes.get(conv.PRIME_RUN_KIND)
-        rank = _as_int(resource_attributes.get(conv.RUN_RANK)) or 0
-        world_size = _as_int(resource_attributes.get(conv.RUN_WORLD_SIZE)) or 1
+        rank = _resource_int(resource_attributes, conv.RUN_RANK, 0)
+        world_size = _resource_int(resource_attributes, conv.RUN_WORLD_SIZE, 1)
         return cls(
             run_id=str(run_id) if run_id else None,
             kind=str(kind) if kind else None,
-            rank=max(rank, 0),
-            world_size=max(world_size, rank + 1, 1),
+            rank=rank,
+            # 0 is an unknown world size, as the SDK reads WORLD_SIZE; the ranks seen always fit.
+            world_size=max(world_size, rank + 1),
             attributes=dict(resource_attributes),
         )
 
@@ -201,7 +203,8 @@ class ResourceRows:
 
 
 def rows_by_resource(envelopes: list[Envelope[Metric]]) -> list[ResourceRows]:
-    """Gauge, sum and histogram points (a histogram contributes its mean), grouped into rows by step and time."""
+    """Gauge, sum and histogram points (a histogram contributes its mean), grouped into rows by step and time. A
+    point whose ``prime.run.step`` is no step (``records.step_number``) is ``Invalid``, alone."""
     groups = []
     for envelope in envelopes:
         origin = _origin(envelope.resource)
@@ -219,7 +222,11 @@ def rows_by_resource(envelopes: list[Envelope[Metric]]) -> list[ResourceRows]:
             except _READ_ERRORS:
                 group.invalid.append(Invalid("metric points that cannot be read"))
                 continue
-            for step, time_ns, value in points:
+            for point in points:
+                if isinstance(point, Invalid):
+                    group.invalid.append(point)
+                    continue
+                step, time_ns, value = point
                 row = rows.get((step, time_ns))
                 if row is None:
                     row = rows[(step, time_ns)] = StepRow(step, time_ns)
@@ -229,10 +236,11 @@ def rows_by_resource(envelopes: list[Envelope[Metric]]) -> list[ResourceRows]:
     return groups
 
 
-def _points(metric: Metric) -> list[tuple[int | None, int, int | float]]:
-    """``(step, time, value)`` of each point, its value as the run's own collection keeps it (``point_value``)."""
+def _points(metric: Metric) -> list[tuple[int | None, int, int | float] | Invalid]:
+    """``(step, time, value)`` of each point, its value as the run's own collection keeps it (``point_value``); a
+    point with an impossible step is ``Invalid`` (whatever its value), one whose value is left out is skipped."""
     which = metric.WhichOneof("data")
-    points: list[tuple[int | None, int, int | float | None]] = []
+    points: list[tuple[int | Invalid | None, int, int | float | None]] = []
     if which in ("gauge", "sum"):
         for point in getattr(metric, which).data_points:
             number = point.WhichOneof("value")
@@ -242,11 +250,42 @@ def _points(metric: Metric) -> list[tuple[int | None, int, int | float]]:
         for point in metric.histogram.data_points:
             value = histogram_value(point.sum, point.count)
             points.append((_step(point.attributes), point.time_unix_nano, value))
-    return [(step, time_ns, value) for step, time_ns, value in points if value is not None]
+    kept: list[tuple[int | None, int, int | float] | Invalid] = []
+    for step, time_ns, value in points:
+        if isinstance(step, Invalid):
+            kept.append(step)
+        elif value is not None:
+            kept.append((step, time_ns, value))
+    return kept
 
 
-def _step(pairs: Iterable[KeyValue]) -> int | None:
+def _step(pairs: Iterable[KeyValue]) -> int | Invalid | None:
+    """The point's step by the in-process rule (``step_number``): None without a step attribute, ``Invalid`` when
+    the attribute is not an ``int_value`` from 0 to 2**53 - 1. OTLP/JSON's ``{"intValue": "7"}`` is an
+    ``int_value``; ``{"doubleValue": 7.0}`` and ``{"stringValue": "7"}`` are not, as in-process such a point
+    belongs to no step."""
     for pair in pairs:
         if pair.key == conv.METRIC_STEP:
-            return _as_int(any_value(pair.value))
+            step = step_number(any_value(pair.value))
+            if step is not None:
+                return step
+            return Invalid(f"a metric point whose {conv.METRIC_STEP} is {_step_problem(pair.value)}")
     return None
+
+
+def _step_problem(value: AnyValue) -> str:
+    which = value.WhichOneof("value")
+    if which == "int_value":
+        return "an integer outside 0 .. 2**53 - 1"
+    kind = _VALUE_KINDS.get(which or "", "empty")
+    return f"{kind}, not an integer from 0 to 2**53 - 1"
+
+
+_VALUE_KINDS = {
+    "double_value": "a double",
+    "string_value": "a string",
+    "bool_value": "a bool",
+    "bytes_value": "bytes",
+    "array_value": "an array",
+    "kvlist_value": "a map",
+}

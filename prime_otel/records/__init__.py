@@ -21,8 +21,8 @@ from ._encoding import (
     to_mapping,
     why_unencodable,
 )
-from ._fields import field_of, training_step, work_step
-from ._metric_values import MAX_STEP, histogram_value, metric_row, point_value
+from ._fields import field_of, impossible_training_step, training_step, work_step
+from ._metric_values import MAX_STEP, histogram_value, metric_row, point_value, step_number
 from ._models import encode_record
 from ._received import decode_received
 from ._spans import (
@@ -52,6 +52,7 @@ __all__ = [
     "encode_record",
     "field_of",
     "histogram_value",
+    "impossible_training_step",
     "is_episode",
     "loggable",
     "metric_row",
@@ -61,6 +62,7 @@ __all__ = [
     "record_kind",
     "record_of",
     "stamp_run",
+    "step_number",
     "to_mapping",
     "training_step",
     "why_unencodable",

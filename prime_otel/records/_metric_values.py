@@ -123,6 +123,18 @@ def checked_step(step: Any, what: str) -> int:
     return number
 
 
+def step_number(step: Any) -> int | None:
+    """``step`` when it is a step (:func:`checked_step`'s rule: an ``int`` from 0 to 2**53 - 1, numpy integers
+    accepted), else None. The one rule of every step: a metrics row's, an instrument point's ``prime.run.step``
+    (in-process and received by the gateway) and a record's dispatch step."""
+    if type(step) is int and 0 <= step < MAX_STEP:
+        return step
+    try:
+        return checked_step(step, "step")
+    except (TypeError, ValueError):
+        return None
+
+
 def _float_of(key: str, value: int) -> float:
     try:
         return float(value)

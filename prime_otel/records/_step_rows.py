@@ -36,7 +36,7 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.metrics.export import Histogram as HistogramData
 
 from .._conventions import RUN_STEP
-from ._metric_values import MAX_STEP, histogram_value, point_value
+from ._metric_values import histogram_value, point_value, step_number
 
 _DELTA = AggregationTemporality.DELTA
 ALL_DELTA: dict[type, AggregationTemporality] = {
@@ -158,5 +158,4 @@ def _kind_of(data: Any) -> str | None:
 
 
 def _step_of(point: Any) -> int | None:
-    step = (point.attributes or {}).get(RUN_STEP)
-    return step if type(step) is int and 0 <= step < MAX_STEP else None
+    return step_number((point.attributes or {}).get(RUN_STEP))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import ssl
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from typing import Any
 import httpx
 
 from prime_otel._backends import EvalBackend, RunSpec, TrainingBackend
+from prime_otel._processes import terminate
 from prime_otel._types import EnvironmentRef, RunKind
 from prime_otel.client import EvaluationsAPI, PlatformHTTP, TrainingRunsAPI
 from prime_otel.gateway._auth import TOKENS_ENV
@@ -100,13 +100,7 @@ class Gateway:
         )
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_SECONDS)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(STOP_SECONDS)
+        terminate(self.process, STOP_SECONDS)
 
     def __enter__(self) -> Gateway:
         return self
@@ -128,20 +122,28 @@ def wait_for(predicate: Any, what: str, timeout: float = WAIT_SECONDS) -> Any:
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
-def create_run(platform: LocalPlatform, kind: RunKind, name: str) -> str:
+def create_run(
+    platform: LocalPlatform,
+    kind: RunKind,
+    name: str,
+    *,
+    environment: str = "gsm8k",
+    model: str = "Qwen/Qwen3-8B",
+    team_id: str | None = TEAM,
+) -> str:
     """Registers a run the way a producer does before sending over OTLP."""
     http = PlatformHTTP(api_key=platform.api_key, base_url=platform.url)
     try:
         spec = RunSpec(
             kind=kind,
             name=name,
-            environments=[EnvironmentRef.coerce("gsm8k")],
-            model="Qwen/Qwen3-8B",
+            environments=[EnvironmentRef.coerce(environment)],
+            model=model,
             framework="verifiers",
             description=None,
             tags=[],
             config={},
-            team_id=TEAM,
+            team_id=team_id,
         )
         backend = EvalBackend(EvaluationsAPI(http)) if kind == "eval" else TrainingBackend(TrainingRunsAPI(http))
         return backend.create(spec).id

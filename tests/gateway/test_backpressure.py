@@ -3,70 +3,28 @@ gRPC: both are retried by OTLP exporters and the Collector) instead of queueing 
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
-from opentelemetry.sdk.resources import Resource
 from starlette.testclient import TestClient
 
-from prime_otel._sink import SinkStats
 from prime_otel.gateway import RunRegistry, create_app
 from prime_otel.gateway._grpc import start_grpc_server
-from prime_otel.gateway._sinks import RunPipeline
-from prime_otel.gateway._spans import GatewayRecordProcessor
-from prime_otel.processors import SinkSlot
 from tests.gateway._producer import end_marker, record_span, run_resource
-
-
-class StalledSink:
-    """A sink whose writes wait until the test releases them (an upload stuck on a slow platform)."""
-
-    name = "stalled"
-    replay_safe = False
-    reports_requests = False
-    quiet_off_reason = None
-
-    def __init__(self) -> None:
-        self.enabled = True
-        self.stats = SinkStats()
-        self.release = threading.Event()
-        self.written: list[Any] = []
-
-    def write(self, items: Sequence[Any]) -> None:
-        self.release.wait(30)
-        self.written.extend(items)
-
-    def flush(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-    def reset_after_fork(self) -> None:
-        return None
-
-
-class StalledPipelines:
-    def __init__(self) -> None:
-        self.sink = StalledSink()
-
-    def open(self, run_id: str, kind: str, resource: Resource) -> RunPipeline:
-        processor = GatewayRecordProcessor([SinkSlot(self.sink)], resource, max_queued_bytes=1)
-        return RunPipeline(processor=processor, metrics=None, backend=None, traces=None)  # type: ignore[arg-type]
+from tests.gateway._sinks import GatedPipelines, GatedSink
 
 
 @pytest.fixture
-def stalled() -> Iterator[tuple[RunRegistry, StalledSink]]:
-    pipelines = StalledPipelines()
+def stalled() -> Iterator[tuple[RunRegistry, GatedSink]]:
+    pipelines = GatedPipelines(max_queued_bytes=1)
     registry = RunRegistry(pipelines, lease_seconds=60)  # type: ignore[arg-type]
     yield registry, pipelines.sink
-    pipelines.sink.release.set()
+    pipelines.sink.gate.set()
     registry.stop(5)
 
 
@@ -83,7 +41,7 @@ def _wait_until(predicate: Any) -> None:
 
 
 def test_http_answers_503_with_retry_after_while_a_run_is_saturated(
-    stalled: tuple[RunRegistry, StalledSink],
+    stalled: tuple[RunRegistry, GatedSink],
 ) -> None:
     registry, sink = stalled
     headers = {"Content-Type": "application/x-protobuf"}
@@ -94,13 +52,13 @@ def test_http_answers_503_with_retry_after_while_a_run_is_saturated(
         assert refused.headers["Retry-After"] == "1"
         # Other runs are not held back by a saturated one.
         assert client.post("/v1/traces", content=_body("run-b"), headers=headers).status_code == 200
-        sink.release.set()
+        sink.gate.set()
         _wait_until(lambda: len(sink.written) == 2)
         assert client.post("/v1/traces", content=_body("run-a"), headers=headers).status_code == 200
     _wait_until(lambda: len(sink.written) == 3)
 
 
-def test_grpc_answers_unavailable_while_a_run_is_saturated(stalled: tuple[RunRegistry, StalledSink]) -> None:
+def test_grpc_answers_unavailable_while_a_run_is_saturated(stalled: tuple[RunRegistry, GatedSink]) -> None:
     registry, sink = stalled
     server, port = start_grpc_server(registry, "127.0.0.1", 0)
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
@@ -111,7 +69,7 @@ def test_grpc_answers_unavailable_while_a_run_is_saturated(stalled: tuple[RunReg
         with pytest.raises(grpc.RpcError) as refused:
             stub.Export(request)
         assert refused.value.code() is grpc.StatusCode.UNAVAILABLE
-        sink.release.set()
+        sink.gate.set()
         _wait_until(lambda: len(sink.written) == 1)
         stub.Export(request)
     finally:

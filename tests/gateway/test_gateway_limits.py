@@ -5,10 +5,9 @@ Retry-After (gRPC UNAVAILABLE) until room is made, and a deflate bomb is a 413."
 from __future__ import annotations
 
 import gzip
-import threading
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -16,79 +15,25 @@ import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
-from opentelemetry.sdk.resources import Resource
 from starlette.testclient import TestClient
 
-from prime_otel._sink import SinkStats
 from prime_otel.gateway import RunRegistry, create_app
 from prime_otel.gateway._grpc import start_grpc_server
 from prime_otel.gateway._limits import GatewayLimits
-from prime_otel.gateway._sinks import RunPipeline
-from prime_otel.gateway._spans import GatewayRecordProcessor
-from prime_otel.processors import SinkSlot
 from tests.gateway._producer import end_marker, record_span, run_resource
+from tests.gateway._sinks import GatedPipelines
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 
 
-class GatedSink:
-    """A sink that holds every write until the test opens the gate (uploads stuck on a slow platform)."""
-
-    name = "gated"
-    quiet_off_reason = None
-
-    def __init__(self) -> None:
-        self.enabled = True
-        self.stats = SinkStats()
-        self.gate = threading.Event()
-        self.written: list[Any] = []
-
-    def write(self, items: Sequence[Any]) -> None:
-        self.gate.wait(30)
-        self.written.extend(items)
-
-    def flush(self) -> None:
-        return None
-
-    def close(self) -> None:
-        return None
-
-    def reset_after_fork(self) -> None:
-        return None
-
-
-class Backend:
-    """Records the closes the registry makes (the platform side is not what these tests look at)."""
-
-    def __init__(self) -> None:
-        self.finalized: list[tuple[str, str]] = []
-
-    def update(self, run_id: str, **kwargs: Any) -> None:
-        return None
-
-    def finalize(self, run_id: str, status: Any, **kwargs: Any) -> None:
-        self.finalized.append((run_id, status.value))
-
-
-class Pipelines:
-    def __init__(self, max_queued_bytes: int = 10**9) -> None:
-        self.sink = GatedSink()
-        self.backend = Backend()
-        self._max_queued_bytes = max_queued_bytes
-
-    def open(self, run_id: str, kind: str, resource: Resource) -> RunPipeline:
-        processor = GatewayRecordProcessor([SinkSlot(self.sink)], resource, max_queued_bytes=self._max_queued_bytes)
-        return RunPipeline(processor=processor, metrics=None, backend=self.backend, traces=None)  # type: ignore[arg-type]
-
-
 @pytest.fixture
-def pipelines() -> Iterator[Pipelines]:
-    made = Pipelines()
+def pipelines() -> Iterator[GatedPipelines]:
+    made = GatedPipelines()
     yield made
     made.sink.gate.set()
 
 
-def registry_with(pipelines: Pipelines, **limits: int) -> RunRegistry:
+def registry_with(pipelines: GatedPipelines, **limits: int) -> RunRegistry:
     registry = RunRegistry(pipelines, lease_seconds=60, limits=GatewayLimits(**limits))  # type: ignore[arg-type]
     registry.start()
     return registry
@@ -106,7 +51,7 @@ def wait_until(predicate: Any) -> None:
         time.sleep(0.01)
 
 
-def test_a_world_size_or_rank_above_the_cap_is_refused_and_other_runs_still_close(pipelines: Pipelines) -> None:
+def test_a_world_size_or_rank_above_the_cap_is_refused_and_other_runs_still_close(pipelines: GatedPipelines) -> None:
     pipelines.sink.gate.set()
     registry = registry_with(pipelines, max_world_size=8)
     try:
@@ -129,7 +74,7 @@ def test_a_world_size_or_rank_above_the_cap_is_refused_and_other_runs_still_clos
         registry.stop(5)
 
 
-def test_one_run_too_many_waits_with_503_until_a_run_closes(pipelines: Pipelines) -> None:
+def test_one_run_too_many_waits_with_503_until_a_run_closes(pipelines: GatedPipelines) -> None:
     pipelines.sink.gate.set()
     registry = registry_with(pipelines, max_open_runs=2)
     try:
@@ -152,7 +97,7 @@ def test_one_run_too_many_waits_with_503_until_a_run_closes(pipelines: Pipelines
         registry.stop(5)
 
 
-def test_records_queued_past_the_gateway_wide_bound_answer_503_and_grpc_unavailable(pipelines: Pipelines) -> None:
+def test_records_queued_past_the_gateway_wide_bound_answer_503_and_grpc_unavailable(pipelines: GatedPipelines) -> None:
     registry = registry_with(pipelines, max_queued_bytes=1500)
     server, port = start_grpc_server(registry, "127.0.0.1", 0)
     try:
@@ -176,7 +121,7 @@ def test_records_queued_past_the_gateway_wide_bound_answer_503_and_grpc_unavaila
         registry.stop(5)
 
 
-def test_a_deflate_bomb_is_413_not_400(pipelines: Pipelines) -> None:
+def test_a_deflate_bomb_is_413_not_400(pipelines: GatedPipelines) -> None:
     registry = registry_with(pipelines)
     bomb = zlib.compress(b"\0" * (2 * 1024 * 1024))
     try:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 MODEL = "calc-model-1"
@@ -31,6 +33,20 @@ CONTENT_ON_SPANS = {
     "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "SPAN_ONLY",
     "OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental",
 }
+
+
+@contextmanager
+def openai_instrumented(tracer_provider: Any) -> Iterator[None]:
+    """The official openai-v2 instrumentation on ``tracer_provider`` for the block (imported here: it reads
+    ``CONTENT_ON_SPANS`` when it instruments)."""
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=tracer_provider)
+    try:
+        yield
+    finally:
+        instrumentor.uninstrument()
 
 
 def run_agent(base_url: str, tracer: Any, tracer_provider: Any = None) -> str:

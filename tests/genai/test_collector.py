@@ -6,7 +6,6 @@ Skipped without the Collector binary."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,16 +16,13 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 import prime_otel as po
 from prime_otel import _conventions as conv
-from prime_otel._backends import EvalBackend, RunSpec
-from prime_otel._types import EnvironmentRef
-from prime_otel.client import EvaluationsAPI, PlatformHTTP
 from prime_otel.testing import LocalPlatform, start_local_platform
+from tests._collector import Collector, agent
 from tests._fixtures import load_episodes
 from tests._platform import point_sdk_at
-from tests.gateway._gateway import Gateway, wait_for
-from tests.genai._agent import CONTENT_ON_SPANS, run_agent
+from tests.gateway._gateway import Gateway, create_run, wait_for
+from tests.genai._agent import MODEL, openai_instrumented, run_agent
 from tests.genai._chat import ChatServer
-from tests.genai._collector import REPO, Collector
 from tests.genai._expect import check_episode, check_sample_row
 
 pytestmark = [
@@ -57,64 +53,30 @@ service:
 TEAM = "team_genai"
 
 
-@pytest.fixture
-def chat() -> Iterator[ChatServer]:
-    with ChatServer() as server:
-        yield server
-
-
-@pytest.fixture
-def content_on_spans(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in CONTENT_ON_SPANS.items():
-        monkeypatch.setenv(name, value)
-
-
-def _create_run(platform: LocalPlatform, name: str) -> str:
-    http = PlatformHTTP(api_key=platform.api_key, base_url=platform.url)
-    try:
-        spec = RunSpec(
-            kind="eval",
-            name=name,
-            environments=[EnvironmentRef.coerce("calculator")],
-            model="calc-model-1",
-            framework=None,
-            description=None,
-            tags=[],
-            config={},
-            team_id=None,
-        )
-        return EvalBackend(EvaluationsAPI(http)).create(spec).id
-    finally:
-        http.close()
-
-
 def test_a_plain_opentelemetry_producer_through_the_collector_and_gateway_lands_one_full_episode(
     local_platform: LocalPlatform, chat: ChatServer, content_on_spans: None, tmp_path: Path
 ) -> None:
     """No prime-otel in the producer: the run is named on the resource, the episode is its GenAI spans, and a
     ``run.end`` span announcing one episode closes the run once the gateway assembled it."""
-    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
-
-    run_id = _create_run(local_platform, "genai-through-the-collector")
-    with Gateway(local_platform, tmp_path / "gateway", "--lease-seconds", "60") as gateway:
-        env = {"GATEWAY_GRPC_ENDPOINTS": f"[127.0.0.1:{gateway.grpc_port}]"}
-        with Collector(REPO / "collector-config" / "agent.yaml", tmp_path / "collector.log", env) as collector:
-            resource = Resource({conv.RUN_ID: run_id, conv.RUN_TYPE: "eval", "service.name": "calculator"})
-            provider = TracerProvider(resource=resource)
-            provider.add_span_processor(
-                BatchSpanProcessor(OTLPSpanExporter(endpoint=collector.endpoint, insecure=True))
-            )
-            instrumentor = OpenAIInstrumentor()
-            instrumentor.instrument(tracer_provider=provider)
-            try:
+    run_id = create_run(
+        local_platform, "eval", "genai-through-the-collector", environment="calculator", model=MODEL, team_id=None
+    )
+    with (
+        Gateway(local_platform, tmp_path / "gateway", "--lease-seconds", "60") as gateway,
+        agent([gateway.grpc_port], tmp_path / "collector.log") as collector,
+    ):
+        resource = Resource({conv.RUN_ID: run_id, conv.RUN_TYPE: "eval", "service.name": "calculator"})
+        provider = TracerProvider(resource=resource)
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=collector.endpoint, insecure=True)))
+        try:
+            with openai_instrumented(provider):
                 tracer = provider.get_tracer("calculator")
                 run_agent(chat.base_url, tracer, provider)
                 end = {conv.END_STATUS: "completed", conv.END_OWNER: True, conv.END_EPISODES: 1}
                 tracer.start_span(conv.RUN_END_SPAN, attributes=end).end()
-            finally:
-                instrumentor.uninstrument()
-                provider.shutdown()
-            closed = gateway.wait_closed(run_id)
+        finally:
+            provider.shutdown()
+        closed = gateway.wait_closed(run_id)
     assert closed["status"] == "completed", closed
     assert closed["missing"] == 0
     [episode] = local_platform.inspect.episodes(run_id)["items"]

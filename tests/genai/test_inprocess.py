@@ -4,7 +4,6 @@ agent beyond naming the episode and recording its reward."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ import pytest
 import prime_otel as po
 from prime_otel.testing import LocalPlatform
 from tests._platform import point_sdk_at
-from tests.genai._agent import CONTENT_ON_SPANS, run_agent
+from tests.genai._agent import openai_instrumented, run_agent
 from tests.genai._chat import ANSWER, ChatServer
 from tests.genai._expect import check_episode, check_sample_row
 
@@ -23,32 +22,13 @@ def platform_env(local_platform: LocalPlatform, monkeypatch: pytest.MonkeyPatch,
     return local_platform
 
 
-@pytest.fixture
-def chat() -> Iterator[ChatServer]:
-    with ChatServer() as server:
-        yield server
-
-
-@pytest.fixture
-def content_on_spans(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The instrumentation puts message content on its spans (read when it instruments the client)."""
-    for name, value in CONTENT_ON_SPANS.items():
-        monkeypatch.setenv(name, value)
-
-
 def test_an_instrumented_agent_in_an_episode_span_lands_as_one_full_episode(
     platform_env: LocalPlatform, chat: ChatServer, content_on_spans: None
 ) -> None:
-    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
-
     run = po.init(name="genai-in-process", environments=["calculator"], model="calc-model-1")
     assert run.tracer_provider is not None
-    instrumentor = OpenAIInstrumentor()
-    instrumentor.instrument(tracer_provider=run.tracer_provider)
-    try:
+    with openai_instrumented(run.tracer_provider):
         answer = run_agent(chat.base_url, run.tracer("calculator"), run.tracer_provider)
-    finally:
-        instrumentor.uninstrument()
     report = run.finish()
 
     assert answer == ANSWER
