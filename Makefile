@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench local clean collector test-collector
+.PHONY: demo fleet test lint bench local clean collector test-collector
 
 # pip prints each package it collects and installs, so the first run (a few minutes) is never silent.
 $(STAMP): pyproject.toml
@@ -18,6 +18,10 @@ $(STAMP): pyproject.toml
 # Serves ./.prime-otel on port 8787, as `make local` does, so the links it prints open again later.
 demo: $(STAMP)
 	$(PY) examples/demo.py
+
+# The Collector route on loopback: local platform, two gateways, the agent Collector, OTLP producers (docs/fleet.md).
+fleet: $(STAMP) collector
+	$(PY) examples/fleet.py
 
 # The Collector is built before the tests, visibly, so its fleet tests run instead of building it unseen.
 test: $(STAMP) lint test-collector
