@@ -8,9 +8,10 @@ Prime platform (``prime-otel local``), two ``prime-otel gateway`` processes shar
 0600 token file, never on a command line, shown only as its fingerprint) with a ``--state-dir`` each, the agent
 Collector (``collector-config/agent.yaml``, the binary ``make collector`` builds), then two ranks of one eval run
 and a small training run. Once the gateways closed both runs it prints which gateway held each run (their
-``GET /runs``), what each sink delivered, the run's status on the platform and a viewer link, and a
-``FLEET-SUMMARY <json>`` line with the same facts; then it stops every process it started, on every way out
-(Ctrl-C and SIGTERM too). The same fleet by hand, and what to check when it misbehaves: docs/fleet.md.
+``GET /runs``), what each sink delivered, the run's status on the platform and a viewer link (the same facts, with
+the ids of the episodes logged and the pid of every process it started, in ``fleet-summary.json``); then it stops
+every process it started, on every way out (Ctrl-C and SIGTERM too). The same fleet by hand, and what to check
+when it misbehaves: docs/fleet.md.
 
 Environment: ``PRIME_OTEL_FLEET_DATA`` (keep everything in this folder), ``PRIME_OTEL_FLEET_SERVE=1`` (keep the
 platform serving the viewer until Ctrl-C even without a terminal; it does with one).
@@ -31,6 +32,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -89,6 +91,8 @@ class Processes:
     def __init__(self, logs: Path) -> None:
         self.logs = logs
         self._started: list[subprocess.Popen[str]] = []
+        #: Every child's pid by name, stopped or not.
+        self.pids: dict[str, int] = {}
 
     def start(
         self, name: str, command: list[str], env: dict[str, str], *, stdout_pipe: bool = False
@@ -104,6 +108,7 @@ class Processes:
                 start_new_session=True,
             )
         self._started.append(process)
+        self.pids[name] = process.pid
         return process
 
     def start_server(self, name: str, command: list[str], env: dict[str, str], ready: Path) -> dict[str, Any]:
@@ -199,8 +204,8 @@ def start_gateway(processes: Processes, name: str, folder: Path, token_file: Pat
     return Gateway(name, info["http_url"], info["grpc_port"], info["pid"])
 
 
-def start_collector(processes: Processes, gateways: list[Gateway], token: str) -> tuple[str, int]:
-    """The agent Collector in front of the gateways: its OTLP/gRPC endpoint and pid."""
+def start_collector(processes: Processes, gateways: list[Gateway], token: str) -> str:
+    """The agent Collector in front of the gateways: its OTLP/gRPC endpoint."""
     port = free_port()
     env = {
         **inherited_env(),
@@ -214,7 +219,7 @@ def start_collector(processes: Processes, gateways: list[Gateway], token: str) -
     wait_until(lambda: listening(port) or process.poll() is not None, "the Collector to listen", START_SECONDS)
     if process.poll() is not None:
         raise RuntimeError(f"the Collector did not start; see {processes.logs / 'collector'}.log")
-    return f"http://127.0.0.1:{port}", process.pid
+    return f"http://127.0.0.1:{port}"
 
 
 class Producer:
@@ -298,9 +303,8 @@ def final_status(inspector: Inspector, run_id: str) -> str | None:
 def summarize(runs: dict[str, Any], gateways: list[Gateway], token: str, inspector: Inspector) -> dict[str, Any]:
     summary: dict[str, Any] = {}
     for run_id, produced in runs.items():
-        holder, status = wait_until(
-            lambda run_id=run_id: where_closed(gateways, token, run_id), f"a gateway to close {run_id}", RUN_SECONDS
-        )
+        closed = partial(where_closed, gateways, token, run_id)
+        holder, status = wait_until(closed, f"a gateway to close {run_id}", RUN_SECONDS)
         problems = {name: status[name] for name in ("invalid", "foreign", "rejected", "dropped", "missing")}
         reports = produced["reports"]
         summary[run_id] = {
@@ -309,11 +313,9 @@ def summarize(runs: dict[str, Any], gateways: list[Gateway], token: str, inspect
             "gateway_status": status["status"],
             "problems": {name: count for name, count in problems.items() if count},
             "sinks": {name: counts["delivered"] for name, counts in status["sinks"].items()},
-            "logged": sum(len(report["episode_ids"]) for report in reports),
+            "episode_ids": [episode for report in reports for episode in report["episode_ids"]],
             "closures": [report["report"]["closure"] for report in reports],
-            "platform_status": wait_until(
-                lambda run_id=run_id: final_status(inspector, run_id), f"{run_id} to be final", RUN_SECONDS
-            ),
+            "platform_status": wait_until(partial(final_status, inspector, run_id), f"{run_id} final", RUN_SECONDS),
             "url": reports[0]["report"]["url"],
         }
     return summary
@@ -325,7 +327,7 @@ def print_summary(summary: dict[str, Any], gateways: list[Gateway], sign_in: str
         print(f"  {gateway.name}: {gateway.http_url} (pid {gateway.pid})")
     for run_id, run in summary.items():
         ranks = ", ".join(f"rank {rank}: {closure}" for rank, closure in enumerate(run["closures"]))
-        print(f"  {run['kind']} run {run_id}: {run['logged']} episodes ({ranks})")
+        print(f"  {run['kind']} run {run_id}: {len(run['episode_ids'])} episodes logged ({ranks})")
         print(
             f"    held by {run['gateway']}, closed {run['gateway_status']}; on the platform: {run['platform_status']}"
         )
@@ -354,15 +356,14 @@ def fleet(processes: Processes, folder: Path) -> int:
     print(f"Local platform: {platform.url}")
     print(f"Gateway token: {token_file} (mode 0600), sender {fingerprint(token)}")
     gateways = [start_gateway(processes, f"gateway-{n}", folder, token_file, platform) for n in (1, 2)]
-    collector, collector_pid = start_collector(processes, gateways, token)
+    collector = start_collector(processes, gateways, token)
     print(f"Agent Collector: {collector} -> " + ", ".join(f"127.0.0.1:{g.grpc_port}" for g in gateways))
 
     print("Producing: two ranks of an eval run and a training run, over OTLP ...", flush=True)
     with contextlib.closing(platform.inspect()) as inspector:
         summary = summarize(run_producers(processes, platform, folder, collector), gateways, token, inspector)
         print_summary(summary, gateways, platform.url + inspector.viewer_login_path())
-    pids = {gateway.name: gateway.pid for gateway in gateways} | {"collector": collector_pid}
-    print("FLEET-SUMMARY " + json.dumps({"runs": summary, "pids": pids}), flush=True)
+    (folder / "fleet-summary.json").write_text(json.dumps({"runs": summary, "pids": processes.pids}, indent=1))
 
     if sys.stdin.isatty() or os.environ.get("PRIME_OTEL_FLEET_SERVE") == "1":
         print(f"\nThe viewer stays at {platform.url}/ until Ctrl-C", flush=True)
