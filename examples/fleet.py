@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -90,7 +90,7 @@ class Processes:
 
     def __init__(self, logs: Path) -> None:
         self.logs = logs
-        self._started: list[subprocess.Popen[str]] = []
+        self._started: list[tuple[str, subprocess.Popen[str]]] = []
         #: Every child's pid by name, stopped or not.
         self.pids: dict[str, int] = {}
 
@@ -107,7 +107,7 @@ class Processes:
                 text=True,
                 start_new_session=True,
             )
-        self._started.append(process)
+        self._started.append((name, process))
         self.pids[name] = process.pid
         return process
 
@@ -120,10 +120,13 @@ class Processes:
             raise RuntimeError(f"{name} did not start; see {self.logs / name}.log")
         return dict(json.loads(ready.read_text()))
 
-    def stop_all(self) -> None:
+    def stop_all(self, keep: Collection[str] = ()) -> None:
+        """Stops every child but those named in ``keep``, the last started first."""
+        stopping = [(name, process) for name, process in self._started if name not in keep]
+        self._started = [(name, process) for name, process in self._started if name in keep]
         try:
-            while self._started:
-                process = self._started[-1]
+            while stopping:
+                _, process = stopping[-1]
                 if process.poll() is None:
                     process.terminate()
                     try:
@@ -131,12 +134,11 @@ class Processes:
                     except subprocess.TimeoutExpired:
                         process.kill()
                         process.wait()
-                self._started.pop()
+                stopping.pop()
         except KeyboardInterrupt:  # interrupted again while stopping: no more waiting
-            for process in self._started:
+            for _, process in stopping:
                 process.kill()
                 process.wait()
-            self._started.clear()
             raise
 
 
@@ -366,7 +368,8 @@ def fleet(processes: Processes, folder: Path) -> int:
     (folder / "fleet-summary.json").write_text(json.dumps({"runs": summary, "pids": processes.pids}, indent=1))
 
     if sys.stdin.isatty() or os.environ.get("PRIME_OTEL_FLEET_SERVE") == "1":
-        print(f"\nThe viewer stays at {platform.url}/ until Ctrl-C", flush=True)
+        processes.stop_all(keep=["platform"])
+        print(f"\nThe producers, Collector and gateways stopped; the viewer stays at {platform.url}/ until Ctrl-C")
         with contextlib.suppress(KeyboardInterrupt):
             while True:
                 time.sleep(3600)
