@@ -373,7 +373,8 @@ def fleet(processes: Processes, folder: Path) -> int:
         with contextlib.suppress(KeyboardInterrupt):
             while True:
                 time.sleep(3600)
-    return 0
+    completed = all(run["platform_status"] == "COMPLETED" and not run["problems"] for run in summary.values())
+    return 0 if completed else 1
 
 
 def main() -> int:
@@ -386,13 +387,17 @@ def main() -> int:
     with fleet_folder() as folder:
         logs = folder / "logs"
         logs.mkdir(exist_ok=True)
-        print(f"Everything is under {folder} (logs in {logs})")
+        kept = "" if os.environ.get("PRIME_OTEL_FLEET_DATA") else "; removed at exit, PRIME_OTEL_FLEET_DATA keeps it"
+        print(f"Everything is under {folder} (logs in {logs}{kept})")
         processes = Processes(logs)
         try:
             return fleet(processes, folder)
         except KeyboardInterrupt:
             print("\nInterrupted: stopping the fleet.", file=sys.stderr)
             return 130
+        except RuntimeError as problem:  # a part did not start or a run did not end in time: its log says why
+            print(f"\nThe fleet stops: {problem}", file=sys.stderr)
+            return 1
         finally:
             processes.stop_all()
 
