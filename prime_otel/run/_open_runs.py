@@ -178,10 +178,12 @@ def find_run_to_join(kind: str, runs_dirs: Sequence[Path]) -> JoinTarget | None:
     folders = [Path(runs_dir) / inherited.id for runs_dir in runs_dirs]
     folder = next((candidate for candidate in folders if candidate.is_dir()), folders[0])
     if (folder / WORKERS_DIR).is_dir() and not (folder / OPEN_MARKER).exists() and inherited.kind in (None, kind):
+        finisher = f"its owner (pid {owner})" if owner is not None else "a process on this machine"
         raise RunFinishedError(
-            f"this process inherited {kind} run {inherited.id}, which its owner (pid {owner}) has finished, and the "
-            f"owner has no other {kind} run open: nothing to join. Pass the open run's run.handle to "
-            "prime_otel.join(), or unset PRIME_RUN_ID to open a run of this process's own."
+            f"this process inherited {kind} run {inherited.id}, which {finisher} has finished (its folder {folder} "
+            f"says so), and no other {kind} run is open to join. Pass the open run's run.handle to "
+            "prime_otel.join(), give each rank of a multi-node run its own PRIME_RUNS_DIR, or unset PRIME_RUN_ID "
+            "to open a run of this process's own."
         )
     if inherited.kind and inherited.kind != kind:
         raise ConfigurationError(
