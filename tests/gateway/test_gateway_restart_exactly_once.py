@@ -1,0 +1,151 @@
+"""A gateway SIGKILLed while a non-idempotent request was already applied by the platform but not yet answered, and
+started again on the same state folder, stores every record once: the eval sample table (append-only) gets each
+episode's rows once, numbered as a run without the kill numbers them, and the training step objects (additive per
+step) hold each episode's rows once, with sample ids unique per step. Per-sink counts in ``/runs`` are the run's
+totals across the restart. The kill comes once the platform's request log shows the request applied and its
+answer held (the ``hold_after`` fault), so the timing is the platform's, not a sleep's."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.resources import Resource
+
+from prime_otel.exporters.otlp import OtlpRecordSink
+from prime_otel.projection import build_samples
+from prime_otel.records import RecordSpan
+from prime_otel.testing import LocalPlatform
+from tests.gateway._gateway import Gateway, create_run, wait_for
+from tests.gateway._producer import end_marker, fresh_episodes, run_resource
+
+pytestmark = [pytest.mark.slow]
+
+TOKEN = "exactly-once-token-5e2a"
+AUTH = {"authorization": f"Bearer {TOKEN}"}
+HOLD_SECONDS = 120.0
+
+
+def start(platform: LocalPlatform, folder: Path, state: Path) -> Gateway:
+    options = ("--lease-seconds", "60", "--state-dir", str(state), "--samples-step-interval", "1")
+    return Gateway(platform, folder, *options, tokens=(TOKEN,))
+
+
+def send(gateway: Gateway, resource: Resource, episodes: list[Any]) -> None:
+    """The records as ``init(transport="otlp")`` sends them (the record once, no rows)."""
+    spans = [RecordSpan(episode, resource, time.time_ns()) for episode in episodes]
+    body = OtlpRecordSink(None, resource).encode_request(spans)  # type: ignore[arg-type]
+    post(gateway, body)
+
+
+def post(gateway: Gateway, body: bytes) -> None:
+    headers = {"Content-Type": "application/x-protobuf", **AUTH}
+    httpx.post(f"{gateway.http_url}/v1/traces", content=body, headers=headers, timeout=30).raise_for_status()
+
+
+def end(gateway: Gateway, resource: Resource, episodes: int) -> None:
+    post(gateway, encode_spans([end_marker(resource, episodes=episodes)]).SerializeToString())
+
+
+def requests_to(platform: LocalPlatform, run_id: str, path_end: str) -> list[dict[str, Any]]:
+    return [r for r in platform.inspect.requests(limit=500, run_id=run_id) if r["path"].endswith(path_end)]
+
+
+def answered(platform: LocalPlatform, run_id: str, path_end: str, count: int) -> bool:
+    return sum(1 for r in requests_to(platform, run_id, path_end) if r["status"] == 200) >= count
+
+
+def held(platform: LocalPlatform, run_id: str, path_end: str) -> bool:
+    """The platform applied the request (it answered 200 internally) and holds its answer back."""
+    return any(
+        r.get("fault", {}).get("action") == "hold_after" and r["fault"].get("handled_status") == 200
+        for r in requests_to(platform, run_id, path_end)
+    )
+
+
+def episode_of(row: dict[str, Any]) -> Any:
+    """The episode a Parquet row was built from (its record rides in the row's ``info``)."""
+    info = row["info"] if isinstance(row["info"], dict) else json.loads(row["info"])
+    return info["native_wrapper"]["id"]
+
+
+def kill(gateway: Gateway) -> None:
+    gateway.process.send_signal(signal.SIGKILL)
+    gateway.process.wait(10)
+    gateway.stop()
+
+
+def test_an_eval_gateway_killed_while_its_applied_samples_post_awaits_its_answer_stores_each_row_once(
+    platform: LocalPlatform, tmp_path: Path
+) -> None:
+    run_id = create_run(platform, "eval", "restart-held-samples")
+    resource = run_resource(run_id, "eval")
+    before, in_flight, after = (fresh_episodes("eval", 3) for _ in range(3))
+    state = tmp_path / "state"
+    first = start(platform, tmp_path / "first", state)
+    try:
+        send(first, resource, before)
+        wait_for(lambda: answered(platform, run_id, "/samples", 1), "the first batch's rows to be stored")
+        platform.inspect.add_fault(
+            method="POST", path=f"/api/v1/evaluations/{run_id}/samples", action="hold_after", delay_s=HOLD_SECONDS
+        )
+        send(first, resource, in_flight)
+        wait_for(lambda: held(platform, run_id, "/samples"), "the second batch's rows to be applied, unanswered")
+        kill(first)
+    finally:
+        first.stop()
+    with start(platform, tmp_path / "again", state) as again:
+        send(again, resource, after)
+        end(again, resource, 9)
+        closed = again.wait_closed(run_id)
+    assert (closed["status"], closed["missing"]) == ("completed", 0)
+    rows = platform.inspect.samples(run_id)["items"]
+    logged = before + in_flight + after
+    assert Counter(row["sample_id"] for row in rows) == Counter(episode.id for episode in logged)  # each once
+    # Numbered as a gateway that was never killed numbers them: per example, in the order the records came.
+    expected = {(row["sample_id"], row["rollout_number"]) for row in build_samples(logged)}
+    assert {(row["sample_id"], row["rollout_number"]) for row in rows} == expected
+    sinks = closed["sinks"]
+    assert (sinks["eval_samples"]["delivered"], sinks["eval_samples"]["failed"]) == (9, 0)
+    assert (sinks["traces"]["delivered"], sinks["traces"]["failed"]) == (9, 0)
+    assert sorted(e["id"] for e in platform.inspect.episodes(run_id)["items"]) == sorted(e.id for e in logged)
+
+
+def test_a_training_gateway_killed_while_its_applied_step_confirm_awaits_its_answer_stores_each_row_once(
+    platform: LocalPlatform, tmp_path: Path
+) -> None:
+    run_id = create_run(platform, "train", "restart-held-confirm")
+    resource = run_resource(run_id, "train")
+    before, in_flight, after = fresh_episodes("train", 3, step=4), *(fresh_episodes("train", 3, step=5) for _ in "ab")
+    state = tmp_path / "state"
+    first = start(platform, tmp_path / "first", state)
+    try:
+        send(first, resource, before)
+        wait_for(lambda: answered(platform, run_id, "/samples/confirm", 1), "step 4's object to be confirmed")
+        platform.inspect.add_fault(
+            method="POST", path="/api/v1/rft/samples/confirm", action="hold_after", delay_s=HOLD_SECONDS
+        )
+        send(first, resource, in_flight)
+        wait_for(lambda: held(platform, run_id, "/samples/confirm"), "step 5's confirm to be applied, unanswered")
+        kill(first)
+    finally:
+        first.stop()
+    with start(platform, tmp_path / "again", state) as again:
+        send(again, resource, after)  # more episodes of step 5: a second object of that step
+        end(again, resource, 9)
+        closed = again.wait_closed(run_id)
+    assert (closed["status"], closed["missing"]) == ("completed", 0)
+    for step, episodes in ((4, before), (5, in_flight + after)):
+        rows = platform.inspect.step_rows(run_id, step)["items"]
+        assert Counter(episode_of(row) for row in rows) == Counter(episode.id for episode in episodes)
+        assert len({row["sample_id"] for row in rows}) == len(rows)  # unique per step
+    sinks = closed["sinks"]
+    assert (sinks["rft_samples"]["delivered"], sinks["rft_samples"]["failed"]) == (9, 0)
+    assert (sinks["traces"]["delivered"], sinks["traces"]["failed"]) == (9, 0)
