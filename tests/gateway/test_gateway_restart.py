@@ -49,13 +49,10 @@ def test_a_gateway_killed_mid_run_and_restarted_ends_the_run_with_every_record_o
                 run_id = rank.expect("RUN")
                 rank.tell("log 6")
                 logged = list(rank.expect("LOGGED"))
+                # A list, so that gateway 0 holding the run counts as found.
                 holder = wait_for(
-                    lambda: (
-                        next((n for n, g in enumerate(gateways) if run_id in g.runs()), None) is not None
-                        and next(n for n, g in enumerate(gateways) if run_id in g.runs())
-                    ),
-                    "the run to reach a gateway",
-                )
+                    lambda: [n for n, g in enumerate(gateways) if run_id in g.runs()], "the run to reach a gateway"
+                )[0]
                 held = wait_for(
                     lambda: gateways[holder].runs()[run_id]["received"].get("0", {}).get("episodes") == 6,
                     "the first records to arrive",

@@ -149,3 +149,73 @@ def test_a_training_gateway_killed_while_its_applied_step_confirm_awaits_its_ans
     sinks = closed["sinks"]
     assert (sinks["rft_samples"]["delivered"], sinks["rft_samples"]["failed"]) == (9, 0)
     assert (sinks["traces"]["delivered"], sinks["traces"]["failed"]) == (9, 0)
+
+
+def test_when_no_read_can_tell_whether_the_applied_post_stored_its_rows_they_are_counted_possibly_missing(
+    platform: LocalPlatform, tmp_path: Path
+) -> None:
+    """The restarted gateway cannot read the sample table back: the records whose request was in flight are
+    counted failed with why, and never sent again (the table already holds them once)."""
+    run_id = create_run(platform, "eval", "restart-unreadable-table")
+    resource = run_resource(run_id, "eval")
+    in_flight, after = fresh_episodes("eval", 3), fresh_episodes("eval", 2)
+    state = tmp_path / "state"
+    samples = f"/api/v1/evaluations/{run_id}/samples"
+    first = start(platform, tmp_path / "first", state)
+    try:
+        platform.inspect.add_fault(method="POST", path=samples, action="hold_after", delay_s=HOLD_SECONDS)
+        send(first, resource, in_flight)
+        wait_for(lambda: held(platform, run_id, "/samples"), "the rows to be applied, unanswered")
+        kill(first)
+        platform.inspect.add_fault(method="GET", path=samples, action="fail_before", status=503, times=None)
+        with start(platform, tmp_path / "again", state) as again:
+            send(again, resource, after)
+            end(again, resource, 5)
+            closed = again.wait_closed(run_id)
+    finally:
+        first.stop()
+        platform.inspect.clear_faults()
+    assert (closed["status"], closed["missing"]) == ("completed", 0)
+    rows = platform.inspect.samples(run_id)["items"]
+    assert Counter(row["sample_id"] for row in rows) == Counter(e.id for e in in_flight + after)  # none twice
+    eval_samples = closed["sinks"]["eval_samples"]
+    assert (eval_samples["delivered"], eval_samples["failed"]) == (2, 3)
+    assert eval_samples["failure_reasons"] == {"possibly stored before a gateway restart (not sent again)": 3}
+
+
+def test_failures_and_their_reasons_counted_before_a_restart_are_still_counted_after_it(
+    platform: LocalPlatform, tmp_path: Path
+) -> None:
+    run_id = create_run(platform, "eval", "restart-counted-failure")
+    resource = run_resource(run_id, "eval")
+    refused, kept, after = fresh_episodes("eval", 1), fresh_episodes("eval", 2), fresh_episodes("eval", 2)
+    state = tmp_path / "state"
+    first = start(platform, tmp_path / "first", state)
+    try:
+        platform.inspect.add_fault(
+            method="POST", path=f"/api/v1/evaluations/{run_id}/samples", action="fail_before", status=422
+        )
+        send(first, resource, refused)
+        # Answered before any route ran, the refusal is logged under its path only (not under the run).
+        samples = f"/api/v1/evaluations/{run_id}/samples"
+        wait_for(
+            lambda: any(r["path"] == samples and r["status"] == 422 for r in platform.inspect.requests(limit=500)),
+            "the first batch's rows to be refused",
+        )
+        send(first, resource, kept)
+        # The second batch's rows stored means the first batch's delivery (and its counts) was settled.
+        wait_for(lambda: answered(platform, run_id, "/samples", 1), "the second batch's rows to be stored")
+        kill(first)
+    finally:
+        first.stop()
+    with start(platform, tmp_path / "again", state) as again:
+        send(again, resource, after)
+        end(again, resource, 5)
+        closed = again.wait_closed(run_id)
+    assert (closed["status"], closed["missing"]) == ("completed", 0)
+    eval_samples = closed["sinks"]["eval_samples"]
+    assert (eval_samples["delivered"], eval_samples["failed"]) == (4, 1)
+    assert eval_samples["failure_reasons"] == {"rejected by the platform: 422": 1}
+    assert (closed["sinks"]["traces"]["delivered"], closed["sinks"]["traces"]["failed"]) == (5, 0)
+    landed = Counter(row["sample_id"] for row in platform.inspect.samples(run_id)["items"])
+    assert landed == Counter(e.id for e in kept + after)
