@@ -149,7 +149,7 @@ class RunRegistry:
             return run
 
     def _new_run(self, run_id: str, kind: RunKind, resource: Mapping[str, Any], sender: str) -> GatewayRun:
-        pipeline = self._factory.open(run_id, kind, Resource(dict(resource)), self._state)
+        pipeline = self._factory.open(run_id, kind, Resource(dict(resource)))
         tracker = EndTracker(self._lease_seconds, self._clock)
         return GatewayRun(
             run_id, kind, pipeline, tracker, drain_seconds=self._drain_seconds, sender=sender, state=self._state

@@ -340,14 +340,21 @@ class RunPipeline:
 class PipelineFactory:
     """Builds a received run's pipeline (no network: the run exists; the gateway attaches to it)."""
 
-    def __init__(self, settings: Settings, options: PipelineOptions, pool: DeliveryPool | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        options: PipelineOptions,
+        pool: DeliveryPool | None = None,
+        state: GatewayState | None = None,
+    ) -> None:
+        """``state``: the gateway's durable state, where each run's non-idempotent sinks keep their intents."""
         self._settings = settings
         self._options = options
         self._pool = pool
+        self._state = state
 
-    def open(self, run_id: str, kind: RunKind, resource: Resource, state: GatewayState | None = None) -> RunPipeline:
-        """``state``: the gateway's durable state, where the run's non-idempotent sinks keep their intents."""
-        settings, options = self._settings, self._options
+    def open(self, run_id: str, kind: RunKind, resource: Resource) -> RunPipeline:
+        settings, options, state = self._settings, self._options, self._state
         http = PlatformHTTP(api_key=settings.api_key, base_url=settings.base_url)
         closers: list[Callable[[], None]] = [http.close]
         backend: RunBackend = (

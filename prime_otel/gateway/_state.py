@@ -98,6 +98,7 @@ CREATE TABLE IF NOT EXISTS intents (
     at REAL NOT NULL,
     PRIMARY KEY (run_id, sink, seq)
 );
+CREATE INDEX IF NOT EXISTS intents_seq ON intents (run_id, seq);
 CREATE TABLE IF NOT EXISTS counters (
     run_id TEXT NOT NULL,
     sink TEXT NOT NULL,
