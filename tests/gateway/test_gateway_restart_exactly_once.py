@@ -116,6 +116,8 @@ def test_an_eval_gateway_killed_while_its_applied_samples_post_awaits_its_answer
     assert (sinks["eval_samples"]["delivered"], sinks["eval_samples"]["failed"]) == (9, 0)
     assert (sinks["traces"]["delivered"], sinks["traces"]["failed"]) == (9, 0)
     assert sorted(e["id"] for e in platform.inspect.episodes(run_id)["items"]) == sorted(e.id for e in logged)
+    # The summary the run was closed with counts every episode Prime Traces wrote, before and after the kill.
+    assert platform.inspect.run(run_id)["summary"]["prime_runs"]["traces_episodes_written"] == 9
 
 
 def test_a_training_gateway_killed_while_its_applied_step_confirm_awaits_its_answer_stores_each_row_once(
@@ -219,3 +221,33 @@ def test_failures_and_their_reasons_counted_before_a_restart_are_still_counted_a
     assert (closed["sinks"]["traces"]["delivered"], closed["sinks"]["traces"]["failed"]) == (5, 0)
     landed = Counter(row["sample_id"] for row in platform.inspect.samples(run_id)["items"])
     assert landed == Counter(e.id for e in kept + after)
+
+
+def test_rows_the_platform_stores_only_after_the_gateway_died_are_not_sent_again(
+    platform: LocalPlatform, tmp_path: Path
+) -> None:
+    """The platform took the samples POST and applies it only after the gateway was killed (no answer ever left):
+    the restarted gateway reads the rows back, finds them stored, and does not send them again."""
+    run_id = create_run(platform, "eval", "restart-late-apply")
+    resource = run_resource(run_id, "eval")
+    in_flight = fresh_episodes("eval", 3)
+    state = tmp_path / "state"
+    first = start(platform, tmp_path / "first", state)
+    try:
+        platform.inspect.add_fault(
+            method="POST", path=f"/api/v1/evaluations/{run_id}/samples", action="delay", delay_s=3.0
+        )
+        send(first, resource, in_flight)
+        wait_for(lambda: all(rule["remaining"] == 0 for rule in platform.inspect.faults()), "the POST to arrive")
+        kill(first)
+        assert platform.inspect.samples(run_id)["total"] == 0  # not applied yet
+    finally:
+        first.stop()
+    with start(platform, tmp_path / "again", state) as again:
+        end(again, resource, 3)
+        closed = again.wait_closed(run_id)
+    platform.inspect.clear_faults()
+    assert (closed["status"], closed["missing"]) == ("completed", 0)
+    rows = platform.inspect.samples(run_id)["items"]
+    assert Counter(row["sample_id"] for row in rows) == Counter(e.id for e in in_flight)
+    assert (closed["sinks"]["eval_samples"]["delivered"], closed["sinks"]["eval_samples"]["failed"]) == (3, 0)
