@@ -34,8 +34,8 @@ _logger = logging.getLogger(__name__)
 
 #: The spool kind of a step row (records are logged under their span name).
 METRIC_ROW_KIND = "metric_row"
-#: The uploaders whose counts the durable state keeps, one row each.
-RECORDS_UPLOADER, METRICS_UPLOADER = "records", "metrics"
+#: The counts the durable state keeps, one row each: per uploader its sinks', and the run's on arrival.
+RECORDS_UPLOADER, METRICS_UPLOADER, ARRIVALS = "records", "metrics", "arrivals"
 #: Step rows queued for a run's metrics uploader above which the run answers 503.
 MAX_QUEUED_METRIC_ROWS = 200
 
@@ -84,6 +84,7 @@ class GatewayRun:
         self._episodes = EpisodeAssembler()
         self._state = state
         self._stored_world: tuple[int, list[int]] | None = None
+        self._stored_arrival_counts: dict[str, Any] = {"duplicates": 0, "foreign": 0, "invalid": {}}
         self._spool = state.spool(run_id) if state is not None else None
         if self._spool is not None:
             processor, metrics = pipeline.processor, pipeline.metrics
@@ -165,6 +166,7 @@ class GatewayRun:
                 # Assembled on the reaper's tick (``due_ending``), never on the request thread.
                 self._seen_spans.update(span_id for span_id, _ in genai)
                 self._episodes.add(origin.rank, [view for _, view in genai])
+            self._save_arrival_counts()
 
     def _submit_assembled(self, assembled: list[tuple[int, dict[str, Any]]]) -> None:
         """Episodes assembled from GenAI spans join the run's records like received ones (and count as arrived)."""
@@ -176,6 +178,7 @@ class GatewayRun:
             if records is None or not self._pipeline.processor.offer(conv.EPISODE_SPAN, records):
                 self._unspool(records)
                 self.invalid["an assembled GenAI episode found the run's queue full"] += 1
+        self._save_arrival_counts()
 
     def accept_rows(self, origin: Origin, rows: list[StepRow], invalid: list[Invalid], outcome: Outcome) -> None:
         """Take one resource's step rows: each step's keys are merged into one row, posted again when it grows;
@@ -197,6 +200,7 @@ class GatewayRun:
                 self._seen_rows.add(key)
                 fresh.append(row)
             self._note_world()
+            self._save_arrival_counts()
             if self._state is not None and fresh:
                 keys = [(row.step, row.time_ns) for row in fresh]
                 self._state.rows_arrived(self.id, origin.rank, keys, METRIC_ROWS)
@@ -220,7 +224,23 @@ class GatewayRun:
             for values, seq in zip(outgoing, seqs, strict=True):
                 metrics.submit(values, seq)
 
+    def note_foreign(self, count: int) -> None:
+        """Records another sender tried to write into this run (refused)."""
+        with self._lock:
+            self.foreign += count
+            self._save_arrival_counts()
+
     # -- durable state (``--state-dir``) -------------------------------------------------------------
+
+    def _save_arrival_counts(self) -> None:
+        """Duplicates, foreign and invalid records as counted on arrival, stored (when they changed) before the
+        sender is answered."""
+        if self._state is None:
+            return
+        counts = {"duplicates": self.duplicates, "foreign": self.foreign, "invalid": dict(self.invalid)}
+        if counts != self._stored_arrival_counts:
+            self._state.counted(self.id, ARRIVALS, counts)
+            self._stored_arrival_counts = counts
 
     def _note_world(self) -> None:
         if self._state is not None:
@@ -267,6 +287,11 @@ class GatewayRun:
         self._stored_world = self._tracker.world
         self._seen_spans = set(stored.seen_spans)
         self._seen_rows = set(stored.seen_rows)
+        arrivals = stored.counts.get(ARRIVALS)
+        if arrivals:
+            self.duplicates, self.foreign = int(arrivals["duplicates"]), int(arrivals["foreign"])
+            self.invalid = Counter({str(k): int(v) for k, v in dict(arrivals["invalid"]).items()})
+            self._stored_arrival_counts = dict(arrivals)
         _restore_counts(self._pipeline.processor, stored.counts.get(RECORDS_UPLOADER))
         if self._pipeline.metrics is not None:
             _restore_counts(self._pipeline.metrics, stored.counts.get(METRICS_UPLOADER))

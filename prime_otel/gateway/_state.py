@@ -145,7 +145,8 @@ class StoredRun:
     seen_rows: set[tuple[int, int | None, int]] = field(default_factory=set)
     #: Spool seqs whose delivery is over (never replayed).
     settled: set[int] = field(default_factory=set)
-    #: Per uploader (``records``, ``metrics``), its sinks' counts as of its last delivered batch.
+    #: Per uploader (``records``, ``metrics``), its sinks' counts as of its last delivered batch; ``arrivals``: the
+    #: duplicates, foreign and invalid records counted on arrival.
     counts: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Per non-idempotent sink, the intent of each record it was given.
     intents: dict[str, dict[int, Intent]] = field(default_factory=dict)
@@ -263,6 +264,14 @@ class GatewayState:
                 (run_id, uploader, json.dumps(dict(counts))),
             )
             conn.executemany("DELETE FROM intents WHERE run_id = ? AND seq = ?", [(run_id, s) for s in seqs])
+
+    def counted(self, run_id: str, what: str, counts: Mapping[str, Any]) -> None:
+        """The run's counts of ``what`` (an uploader's sinks, or its arrivals) as of now."""
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO sink_counts (run_id, uploader, counts) VALUES (?, ?, ?)",
+                (run_id, what, json.dumps(dict(counts))),
+            )
 
     def unspooled(self, run_id: str, seqs: Sequence[int]) -> None:
         """Records logged but not taken (their sender sends them again): never replayed."""

@@ -18,13 +18,16 @@ import httpx
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanContext
 
+from prime_otel import _conventions as conv
 from prime_otel.exporters.otlp import OtlpRecordSink
 from prime_otel.projection import build_samples
 from prime_otel.records import RecordSpan
 from prime_otel.testing import LocalPlatform
 from tests.gateway._gateway import Gateway, create_run, wait_for
-from tests.gateway._producer import end_marker, fresh_episodes, run_resource
+from tests.gateway._producer import end_marker, fresh_episodes, record_span, run_resource
 
 pytestmark = [pytest.mark.slow]
 
@@ -74,6 +77,18 @@ def episode_of(row: dict[str, Any]) -> Any:
     """The episode a Parquet row was built from (its record rides in the row's ``info``)."""
     info = row["info"] if isinstance(row["info"], dict) else json.loads(row["info"])
     return info["native_wrapper"]["id"]
+
+
+def overridden(span: ReadableSpan, attributes: dict[str, Any]) -> ReadableSpan:
+    """A copy of ``span`` (a fresh span id) with ``attributes`` set over its own."""
+    return ReadableSpan(
+        name=span.name,
+        context=SpanContext(span.context.trace_id, span.context.span_id ^ 1, False),
+        resource=span.resource,
+        attributes={**(span.attributes or {}), **attributes},
+        start_time=span.start_time,
+        end_time=span.end_time,
+    )
 
 
 def kill(gateway: Gateway) -> None:
@@ -185,12 +200,14 @@ def test_when_no_read_can_tell_whether_the_applied_post_stored_its_rows_they_are
     assert eval_samples["failure_reasons"] == {"possibly stored before a gateway restart (not sent again)": 3}
 
 
-def test_failures_and_their_reasons_counted_before_a_restart_are_still_counted_after_it(
+def test_failures_duplicates_and_invalid_records_counted_before_a_restart_are_still_counted_after_it(
     platform: LocalPlatform, tmp_path: Path
 ) -> None:
     run_id = create_run(platform, "eval", "restart-counted-failure")
     resource = run_resource(run_id, "eval")
     refused, kept, after = fresh_episodes("eval", 1), fresh_episodes("eval", 2), fresh_episodes("eval", 2)
+    not_an_object = overridden(record_span(resource, {"id": "x"}), {conv.RECORD_JSON: "[1, 2]"})
+    uncountable_end = overridden(end_marker(resource), {conv.END_EPISODES: "many"})
     state = tmp_path / "state"
     first = start(platform, tmp_path / "first", state)
     try:
@@ -204,7 +221,11 @@ def test_failures_and_their_reasons_counted_before_a_restart_are_still_counted_a
             lambda: any(r["path"] == samples and r["status"] == 422 for r in platform.inspect.requests(limit=500)),
             "the first batch's rows to be refused",
         )
-        send(first, resource, kept)
+        spans = [RecordSpan(episode, resource, time.time_ns()) for episode in kept]
+        body = OtlpRecordSink(None, resource).encode_request(spans)  # type: ignore[arg-type]
+        post(first, body)
+        post(first, body)  # the exporter's retry: two duplicates
+        post(first, encode_spans([not_an_object, uncountable_end]).SerializeToString())
         # The second batch's rows stored means the first batch's delivery (and its counts) was settled.
         wait_for(lambda: answered(platform, run_id, "/samples", 1), "the second batch's rows to be stored")
         kill(first)
@@ -212,13 +233,20 @@ def test_failures_and_their_reasons_counted_before_a_restart_are_still_counted_a
         first.stop()
     with start(platform, tmp_path / "again", state) as again:
         send(again, resource, after)
-        end(again, resource, 5)
+        end(again, resource, 6)
         closed = again.wait_closed(run_id)
     assert (closed["status"], closed["missing"]) == ("completed", 0)
     eval_samples = closed["sinks"]["eval_samples"]
     assert (eval_samples["delivered"], eval_samples["failed"]) == (4, 1)
     assert eval_samples["failure_reasons"] == {"rejected by the platform: 422": 1}
     assert (closed["sinks"]["traces"]["delivered"], closed["sinks"]["traces"]["failed"]) == (5, 0)
+    assert closed["duplicates"] == 2
+    invalid = {
+        "a run.end record count that is not a non-negative integer": 1,
+        "episode record that is not a JSON object": 1,
+    }
+    assert closed["invalid_reasons"] == invalid
+    assert platform.inspect.run(run_id)["summary"]["prime_runs"]["invalid_records"] == invalid
     landed = Counter(row["sample_id"] for row in platform.inspect.samples(run_id)["items"])
     assert landed == Counter(e.id for e in kept + after)
 
