@@ -2,8 +2,9 @@
 record once and its true status.
 
 - ``gateway-state.sqlite3`` (WAL, mode 0600): per run its kind, sender and resource, world size and ranks,
-  arrivals per rank and kind, end markers, the span ids and step-row keys already taken (dedupe), and whether
-  it closed (late data for a closed run stays refused after a restart).
+  arrivals per rank and kind, end markers, the span ids and step-row keys already taken (dedupe), the
+  duplicates, foreign and invalid records counted on arrival, and whether it closed (late data for a closed run
+  stays refused after a restart).
 - ``runs/<sha256 of the run id>/spool/``: the records taken but not yet delivered, in the SDK's own spool
   (``processors.RunSpool``, one pseudo-sink ``gateway``): appended before the request is acknowledged, settled
   once delivered, replayed after a restart.
