@@ -174,6 +174,8 @@ class GatewayRun:
         for rank, record in assembled:
             received = ReceivedRecord(conv.EPISODE_SPAN, compact_json(record).decode("utf-8"), None, now)
             self._tracker.count(rank, EPISODES, 1)
+            if self._state is not None:
+                self._state.arrived(self.id, rank, EPISODES, [], count=1)
             records = self._spooled(conv.EPISODE_SPAN, [received])
             if records is None or not self._pipeline.processor.offer(conv.EPISODE_SPAN, records):
                 self._unspool(records)

@@ -205,7 +205,8 @@ class GatewayState:
                 (world_size, json.dumps(sorted(ranks)), run_id),
             )
 
-    def arrived(self, run_id: str, rank: int, kind: str, span_ids: Sequence[bytes]) -> None:
+    def arrived(self, run_id: str, rank: int, kind: str, span_ids: Sequence[bytes], count: int | None = None) -> None:
+        """``count`` records arrived (default: one per span id, each remembered)."""
         with self._write() as conn:
             conn.executemany(
                 "INSERT OR IGNORE INTO seen_spans (run_id, span_id) VALUES (?, ?)",
@@ -214,7 +215,7 @@ class GatewayState:
             conn.execute(
                 "INSERT INTO arrivals (run_id, rank, kind, count) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (run_id, rank, kind) DO UPDATE SET count = count + excluded.count",
-                (run_id, rank, kind, len(span_ids)),
+                (run_id, rank, kind, len(span_ids) if count is None else count),
             )
 
     def rows_arrived(self, run_id: str, rank: int, keys: Sequence[tuple[int | None, int]], kind: str) -> None:

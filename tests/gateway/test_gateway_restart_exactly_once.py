@@ -17,8 +17,11 @@ from typing import Any
 import httpx
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext
 
 from prime_otel import _conventions as conv
@@ -28,6 +31,7 @@ from prime_otel.records import RecordSpan
 from prime_otel.testing import LocalPlatform
 from tests.gateway._gateway import Gateway, create_run, wait_for
 from tests.gateway._producer import end_marker, fresh_episodes, record_span, run_resource
+from tests.genai._spans import chat, reward, text
 
 pytestmark = [pytest.mark.slow]
 
@@ -279,3 +283,37 @@ def test_rows_the_platform_stores_only_after_the_gateway_died_are_not_sent_again
     rows = platform.inspect.samples(run_id)["items"]
     assert Counter(row["sample_id"] for row in rows) == Counter(e.id for e in in_flight)
     assert (closed["sinks"]["eval_samples"]["delivered"], closed["sinks"]["eval_samples"]["failed"]) == (3, 0)
+
+
+def test_an_episode_assembled_from_genai_spans_before_a_restart_still_counts_as_arrived(
+    platform: LocalPlatform, tmp_path: Path
+) -> None:
+    """The gateway assembled an episode from standard GenAI spans, then was killed: started again, it delivers the
+    assembled record once and counts it toward the end marker, so the run completes with nothing missing."""
+    run_id = create_run(platform, "eval", "restart-assembled-genai")
+    resource = run_resource(run_id, "eval")
+    provider = TracerProvider(resource=resource)
+    spans = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    tracer = provider.get_tracer("tests.gateway")
+    with tracer.start_as_current_span("episode", attributes={"prime.task.idx": 4, "prime.task.answer": "5"}) as span:
+        chat(tracer, [text("user", "Add 2 and 3.")], text("assistant", "5."), usage=(20, 3))
+        reward(span, "correct", 1.0)
+    provider.shutdown()
+    state = tmp_path / "state"
+    first = start(platform, tmp_path / "first", state)
+    try:
+        exporter = HttpSpanExporter(endpoint=f"{first.http_url}/v1/traces", headers=AUTH)
+        assert exporter.export(list(spans.get_finished_spans())) is SpanExportResult.SUCCESS
+        wait_for(
+            lambda: first.runs()[run_id]["received"].get("0", {}).get("episodes") == 1, "the episode to be assembled"
+        )
+        kill(first)
+    finally:
+        first.stop()
+    with start(platform, tmp_path / "again", state) as again:
+        end(again, resource, 1)
+        closed = again.wait_closed(run_id)
+    assert (closed["status"], closed["missing"]) == ("completed", 0)
+    assert len(platform.inspect.episodes(run_id)["items"]) == 1
+    assert platform.inspect.samples(run_id)["total"] == 1
