@@ -78,8 +78,8 @@ class Inspector:
         return list(self._get("/_local/requests", limit=limit, run_id=run_id))
 
     def add_fault(self, **rule: Any) -> list[dict[str, Any]]:
-        """One rule: ``action`` (fail_before, fail_after, reset_after, delay, rate_limit), ``path``, ``method``,
-        ``times``, ``status``, ``retry_after``, ``delay_s``, ``code``, ``message``. Returns every rule."""
+        """One rule: ``action`` (fail_before, fail_after, reset_after, hold_after, delay, rate_limit), ``path``,
+        ``method``, ``times``, ``status``, ``retry_after``, ``delay_s``, ``code``, ``message``. Returns every rule."""
         return list(self._send("POST", "/_local/faults", rule))
 
     def faults(self) -> list[dict[str, Any]]:

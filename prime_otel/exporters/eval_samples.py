@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from .._attempts import ATTEMPT_LISTENER, REQUEST_PROGRESS, RequestProgress
 from .._sink import SinkWriteError
 from ..client import EvaluationsAPI, RequestPacer, StoredSamples, metered_requests, platform_limit, sample_key
-from ..client._readback import SETTLE_SECONDS
+from ..client._readback import SETTLE_SECONDS, SampleKey
 from ..errors import failure_reason, is_ambiguous, is_permanent, is_record_rejection, is_transient
 from ..records import RecordSpan, compact_json, is_episode, nullify, record_of
 from ._base import RecordSink
@@ -242,7 +242,14 @@ class EvalSamplesSink(RecordSink):
     def _read_back(self, samples: list[EncodedSample], indices: list[int]) -> tuple[set[int], set[int]]:
         """``(stored, absent)`` among ``indices``; ``absent`` (all of them) only when two reads a settle apart
         found none. Rows in neither stay undecided."""
-        keys = [sample_key(samples[i].row) for i in indices]
+        verdicts = self.read_back([sample_key(samples[i].row) for i in indices])
+        stored = {index for index, verdict in zip(indices, verdicts, strict=True) if verdict is True}
+        absent = set(indices) if all(verdict is False for verdict in verdicts) else set()
+        return stored, absent
+
+    def read_back(self, keys: Sequence[SampleKey | None]) -> list[bool | None]:
+        """Per row key (``sample_id``, ``rollout_number``): True when stored, False when two reads a settle apart
+        found it absent (every key absent on the first read), None when no read can tell (or the read failed)."""
         # The reads store nothing: the failed append's in-flight marker (a crash now means possibly missing) stays.
         listener = ATTEMPT_LISTENER.set(None)
         try:
@@ -251,13 +258,11 @@ class EvalSamplesSink(RecordSink):
                 self._sleep(SETTLE_SECONDS)
                 verdicts = StoredSamples.read(self._api, self._evaluation_id).stored(keys)
         except Exception as exc:
-            _logger.warning("could not read back %d sample rows after an ambiguous failure: %s", len(indices), exc)
-            return set(), set()
+            _logger.warning("could not read back %d sample rows: %s", len(keys), exc)
+            return [None] * len(keys)
         finally:
             ATTEMPT_LISTENER.reset(listener)
-        stored = {index for index, verdict in zip(indices, verdicts, strict=True) if verdict is True}
-        absent = set(indices) if all(verdict is False for verdict in verdicts) else set()
-        return stored, absent
+        return verdicts
 
     def _settle(self, samples: list[EncodedSample], rows: _RowOutcomes, stop: BaseException | None) -> None:
         """Per input record (an episode may have several rows): delivered only when every row is."""

@@ -115,7 +115,7 @@ class RunRegistry:
             else:
                 held = self._run(origin, sender)
                 if held.sender != sender:
-                    held.foreign += size
+                    held.note_foreign(size)
                     outcome.reject(size, f"run {origin.run_id} was opened under another token")
                     runs.append(None)
                 else:

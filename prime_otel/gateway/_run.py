@@ -16,6 +16,7 @@ from typing import Any
 from .. import _conventions as conv
 from .._backends import close_run
 from .._types import RunKind, RunStatus
+from ..exporters.traces import PrimeTracesSink
 from ..processors import Uploader
 from ..records import clean, compact_json
 from ..records._genai import GenAISpan
@@ -33,6 +34,8 @@ _logger = logging.getLogger(__name__)
 
 #: The spool kind of a step row (records are logged under their span name).
 METRIC_ROW_KIND = "metric_row"
+#: The counts the durable state keeps, one row each: per uploader its sinks', and the run's on arrival.
+RECORDS_UPLOADER, METRICS_UPLOADER, ARRIVALS = "records", "metrics", "arrivals"
 #: Step rows queued for a run's metrics uploader above which the run answers 503.
 MAX_QUEUED_METRIC_ROWS = 200
 
@@ -81,11 +84,13 @@ class GatewayRun:
         self._episodes = EpisodeAssembler()
         self._state = state
         self._stored_world: tuple[int, list[int]] | None = None
+        self._stored_arrival_counts: dict[str, Any] = {"duplicates": 0, "foreign": 0, "invalid": {}}
         self._spool = state.spool(run_id) if state is not None else None
         if self._spool is not None:
-            pipeline.processor.on_delivered = self._settle
-            if pipeline.metrics is not None:
-                pipeline.metrics.on_delivered = self._settle
+            processor, metrics = pipeline.processor, pipeline.metrics
+            processor.on_delivered = lambda seqs: self._settle(RECORDS_UPLOADER, processor, seqs)
+            if metrics is not None:
+                metrics.on_delivered = lambda seqs: self._settle(METRICS_UPLOADER, metrics, seqs)
 
     @property
     def queued_bytes(self) -> int:
@@ -161,6 +166,7 @@ class GatewayRun:
                 # Assembled on the reaper's tick (``due_ending``), never on the request thread.
                 self._seen_spans.update(span_id for span_id, _ in genai)
                 self._episodes.add(origin.rank, [view for _, view in genai])
+            self._save_arrival_counts()
 
     def _submit_assembled(self, assembled: list[tuple[int, dict[str, Any]]]) -> None:
         """Episodes assembled from GenAI spans join the run's records like received ones (and count as arrived)."""
@@ -168,10 +174,13 @@ class GatewayRun:
         for rank, record in assembled:
             received = ReceivedRecord(conv.EPISODE_SPAN, compact_json(record).decode("utf-8"), None, now)
             self._tracker.count(rank, EPISODES, 1)
+            if self._state is not None:
+                self._state.arrived(self.id, rank, EPISODES, [], count=1)
             records = self._spooled(conv.EPISODE_SPAN, [received])
             if records is None or not self._pipeline.processor.offer(conv.EPISODE_SPAN, records):
                 self._unspool(records)
                 self.invalid["an assembled GenAI episode found the run's queue full"] += 1
+        self._save_arrival_counts()
 
     def accept_rows(self, origin: Origin, rows: list[StepRow], invalid: list[Invalid], outcome: Outcome) -> None:
         """Take one resource's step rows: each step's keys are merged into one row, posted again when it grows;
@@ -193,6 +202,7 @@ class GatewayRun:
                 self._seen_rows.add(key)
                 fresh.append(row)
             self._note_world()
+            self._save_arrival_counts()
             if self._state is not None and fresh:
                 keys = [(row.step, row.time_ns) for row in fresh]
                 self._state.rows_arrived(self.id, origin.rank, keys, METRIC_ROWS)
@@ -216,7 +226,23 @@ class GatewayRun:
             for values, seq in zip(outgoing, seqs, strict=True):
                 metrics.submit(values, seq)
 
+    def note_foreign(self, count: int) -> None:
+        """Records another sender tried to write into this run (refused)."""
+        with self._lock:
+            self.foreign += count
+            self._save_arrival_counts()
+
     # -- durable state (``--state-dir``) -------------------------------------------------------------
+
+    def _save_arrival_counts(self) -> None:
+        """Duplicates, foreign and invalid records as counted on arrival, stored (when they changed) before the
+        sender is answered."""
+        if self._state is None:
+            return
+        counts = {"duplicates": self.duplicates, "foreign": self.foreign, "invalid": dict(self.invalid)}
+        if counts != self._stored_arrival_counts:
+            self._state.counted(self.id, ARRIVALS, counts)
+            self._stored_arrival_counts = counts
 
     def _note_world(self) -> None:
         if self._state is not None:
@@ -241,14 +267,20 @@ class GatewayRun:
     def _unspool(self, records: list[ReceivedRecord] | None) -> None:
         """Records logged but not taken (the sender retries them): never replayed from the spool."""
         seqs = [record.seq for record in records or [] if record.seq is not None]
-        if self._spool is not None and seqs:
+        if self._spool is not None and self._state is not None and seqs:
+            self._state.unspooled(self.id, seqs)
             self._spool.settle(SPOOL_SINK, seqs)
 
-    def _settle(self, seqs: list[int]) -> None:
-        if self._spool is not None:
+    def _settle(self, uploader: str, source: Uploader[Any], seqs: list[int]) -> None:
+        """A batch was delivered: in one write its records are settled (never replayed) and the uploader's counts
+        stored with them, so a restart neither delivers nor counts them twice. The spool's own ledger, only there to
+        free what was delivered, follows soon."""
+        if self._spool is not None and self._state is not None:
+            self._state.delivered(self.id, uploader, seqs, _counts(source))
+            for sink in self._pipeline.durable:
+                if sink.intents is not None:
+                    sink.intents.forget(seqs)
             self._spool.settle(SPOOL_SINK, seqs)
-            # Written now, not soon: a delivered record found unsettled after a crash is delivered again.
-            self._spool.save()
 
     def restore(self, stored: StoredRun) -> int:
         """A restarted gateway takes the run up where it was: dedupe keys, arrivals, markers, and the records it
@@ -257,11 +289,31 @@ class GatewayRun:
         self._stored_world = self._tracker.world
         self._seen_spans = set(stored.seen_spans)
         self._seen_rows = set(stored.seen_rows)
+        arrivals = stored.counts.get(ARRIVALS)
+        if arrivals:
+            self.duplicates, self.foreign = int(arrivals["duplicates"]), int(arrivals["foreign"])
+            self.invalid = Counter({str(k): int(v) for k, v in dict(arrivals["invalid"]).items()})
+            self._stored_arrival_counts = dict(arrivals)
+        _restore_counts(self._pipeline.processor, stored.counts.get(RECORDS_UPLOADER))
+        if self._pipeline.metrics is not None:
+            _restore_counts(self._pipeline.metrics, stored.counts.get(METRICS_UPLOADER))
+        for sink in self._pipeline.durable:
+            if sink.intents is not None:
+                sink.intents.restore(
+                    stored.intents.get(sink.intents.sink, {}), stored.counters.get(sink.intents.sink, {})
+                )
+                sink.restore()
         if self._spool is None:
             return 0
         self._spool.recover([SPOOL_SINK])
         requeued = 0
         while seqs := self._spool.oldest_pending(SPOOL_SINK, 256):
+            settled = [seq for seq in seqs if seq in stored.settled]
+            if settled:
+                self._spool.settle(SPOOL_SINK, settled)  # delivered before the restart; the ledger had not said so
+                seqs = [seq for seq in seqs if seq not in stored.settled]
+                if not seqs:
+                    continue
             by_kind: dict[str, list[ReceivedRecord]] = {}
             for spooled in self._spool.read(seqs):
                 if spooled.kind == METRIC_ROW_KIND:
@@ -418,6 +470,7 @@ class GatewayRun:
                 slot.name: {
                     "delivered": slot.sink.stats.delivered,
                     "failed": slot.failed,
+                    "failure_reasons": dict(slot.failure_reasons),
                     "skipped": slot.sink.stats.skipped,
                 }
                 for uploader in uploaders
@@ -425,6 +478,46 @@ class GatewayRun:
             },
             **self._tracker.snapshot(),
         }
+
+
+def _counts(uploader: Uploader[Any]) -> dict[str, Any]:
+    """The uploader's per-sink counts (and, for records, those refused as unreadable on delivery), as stored."""
+    sinks: dict[str, Any] = {}
+    for slot in uploader.slots:
+        stats = slot.sink.stats
+        counts: dict[str, Any] = {
+            "delivered": stats.delivered,
+            "requests": stats.requests,
+            "bytes": stats.bytes,
+            "skipped": stats.skipped,
+            "failed": slot.failed,
+            "failure_reasons": dict(slot.failure_reasons),
+        }
+        if isinstance(slot.sink, PrimeTracesSink):
+            counts["episodes_written"] = slot.sink.episodes_written
+        sinks[slot.name] = counts
+    invalid = getattr(uploader, "invalid_reasons", None)
+    return {"sinks": sinks, "invalid": dict(invalid) if invalid is not None else {}}
+
+
+def _restore_counts(uploader: Uploader[Any], stored: Mapping[str, Any] | None) -> None:
+    """Counts as of the uploader's last batch delivered before a restart; what the replay delivers adds to them."""
+    if not stored:
+        return
+    for slot in uploader.slots:
+        counts = stored.get("sinks", {}).get(slot.name)
+        if not counts:
+            continue
+        stats = slot.sink.stats
+        stats.delivered, stats.requests = int(counts["delivered"]), int(counts["requests"])
+        stats.bytes, stats.skipped = int(counts["bytes"]), int(counts["skipped"])
+        slot.failed = int(counts["failed"])
+        slot.failure_reasons = Counter({str(k): int(v) for k, v in dict(counts["failure_reasons"]).items()})
+        if isinstance(slot.sink, PrimeTracesSink):
+            slot.sink.episodes_written = int(counts.get("episodes_written", 0))
+    invalid = getattr(uploader, "invalid_reasons", None)
+    if invalid is not None:
+        invalid.update({str(k): int(v) for k, v in dict(stored.get("invalid") or {}).items()})
 
 
 def _reason(name: str, error: BaseException) -> str:

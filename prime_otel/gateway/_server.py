@@ -92,12 +92,13 @@ def serve(options: GatewayOptions) -> int:
         max_queued_bytes=options.max_run_queued_bytes,
     )
     pool = DeliveryPool(options.workers)
+    state = GatewayState(options.state_dir) if options.state_dir is not None else None
     registry = RunRegistry(
-        PipelineFactory(settings, pipeline_options, pool),
+        PipelineFactory(settings, pipeline_options, pool, state),
         lease_seconds=options.lease_seconds,
         drain_seconds=options.drain_seconds,
         limits=options.limits,
-        state=GatewayState(options.state_dir) if options.state_dir is not None else None,
+        state=state,
     )
     registry.restore()
     try:

@@ -58,6 +58,8 @@ class GatewayRecordSpan(RecordSpan):
     ) -> None:
         """``encoded``: the record's encoding cut from the JSON it arrived as (else it is encoded on first use)."""
         super().__init__(record, resource, received.end_time_ns)
+        #: Its seq in the run's durable spool (None without ``--state-dir``).
+        self.seq = received.seq
         self._encoded = encoded
         self._samples_json = received.samples_json
         self._rows: list[dict[str, Any]] | None = None

@@ -2,14 +2,25 @@
 record once and its true status.
 
 - ``gateway-state.sqlite3`` (WAL, mode 0600): per run its kind, sender and resource, world size and ranks,
-  arrivals per rank and kind, end markers, the span ids and step-row keys already taken (dedupe), and whether
-  it closed (late data for a closed run stays refused after a restart).
+  arrivals per rank and kind, end markers, the span ids and step-row keys already taken (dedupe), the
+  duplicates, foreign and invalid records counted on arrival, and whether it closed (late data for a closed run
+  stays refused after a restart).
 - ``runs/<sha256 of the run id>/spool/``: the records taken but not yet delivered, in the SDK's own spool
   (``processors.RunSpool``, one pseudo-sink ``gateway``): appended before the request is acknowledged, settled
   once delivered, replayed after a restart.
+- Per delivered batch, in one transaction: its spool seqs (settled: never replayed, whatever the spool's ledger
+  says) and a snapshot of the per-sink counts of the uploader that delivered it (delivered, failed with reasons,
+  skipped, requests, bytes, episodes Prime Traces wrote). Records replayed after a restart are exactly those of
+  no snapshot, so the counts restored plus the replay's are the run's true totals.
+- Per record and non-idempotent sink (the eval sample table, the training step objects), the intent of the
+  request that carries it, written before that request leaves: ``sending`` (the sample keys and rollout number,
+  or the step and object key), then ``delivered``, ``failed`` (with why) or ``released`` (certainly not stored),
+  and the counters that number them (rollouts per example, sample id ranges per step). A record replayed after a
+  restart is settled from its intent: delivered or failed ones are counted, not sent; one whose request was in
+  flight is read back (sample rows) or confirmed again (its step object's key) and sent only when proven absent.
 
-Every write happens before the sender is answered, so what a sender saw acknowledged survives a SIGKILL of the
-gateway; what it did not see is sent again and deduplicated by span id.
+Every write happens before the sender is answered (or the request leaves), so what a sender saw acknowledged
+survives a SIGKILL of the gateway; what it did not see is sent again and deduplicated by span id.
 """
 
 from __future__ import annotations
@@ -68,7 +79,56 @@ CREATE TABLE IF NOT EXISTS seen_rows (
     time_ns INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS seen_rows_run ON seen_rows (run_id);
+CREATE TABLE IF NOT EXISTS settled (
+    run_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE IF NOT EXISTS sink_counts (
+    run_id TEXT NOT NULL,
+    uploader TEXT NOT NULL,
+    counts TEXT NOT NULL,
+    PRIMARY KEY (run_id, uploader)
+);
+CREATE TABLE IF NOT EXISTS intents (
+    run_id TEXT NOT NULL,
+    sink TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    detail TEXT NOT NULL,
+    at REAL NOT NULL,
+    PRIMARY KEY (run_id, sink, seq)
+);
+CREATE INDEX IF NOT EXISTS intents_seq ON intents (run_id, seq);
+CREATE TABLE IF NOT EXISTS counters (
+    run_id TEXT NOT NULL,
+    sink TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value INTEGER NOT NULL,
+    PRIMARY KEY (run_id, sink, key)
+);
 """
+
+#: A request that may store the record is under way (or was, when the gateway died).
+SENDING = "sending"
+#: The sink stored the record.
+DELIVERED = "delivered"
+#: The sink will never store it (refused, or possibly stored and not provable): counted failed with ``reason``.
+FAILED = "failed"
+#: Certainly not stored: a replay sends it again (with the rollout number it had).
+RELEASED = "released"
+_RUN_TABLES = ("arrivals", "markers", "seen_spans", "seen_rows", "settled", "sink_counts", "intents", "counters")
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What became of one record on one non-idempotent sink, as far as the gateway knows (see the states above).
+    ``detail`` is the sink's own (sample keys and rollout number, or step and object key); ``at`` the wall time
+    of the last change (for ``sending``: when the request went out)."""
+
+    state: str
+    detail: Mapping[str, Any]
+    at: float
 
 
 @dataclass
@@ -84,6 +144,15 @@ class StoredRun:
     markers: list[EndMarker] = field(default_factory=list)
     seen_spans: set[bytes] = field(default_factory=set)
     seen_rows: set[tuple[int, int | None, int]] = field(default_factory=set)
+    #: Spool seqs whose delivery is over (never replayed).
+    settled: set[int] = field(default_factory=set)
+    #: Per uploader (``records``, ``metrics``), its sinks' counts as of its last delivered batch; ``arrivals``: the
+    #: duplicates, foreign and invalid records counted on arrival.
+    counts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Per non-idempotent sink, the intent of each record it was given.
+    intents: dict[str, dict[int, Intent]] = field(default_factory=dict)
+    #: Per non-idempotent sink, its numbering counters.
+    counters: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 class GatewayState:
@@ -136,7 +205,8 @@ class GatewayState:
                 (world_size, json.dumps(sorted(ranks)), run_id),
             )
 
-    def arrived(self, run_id: str, rank: int, kind: str, span_ids: Sequence[bytes]) -> None:
+    def arrived(self, run_id: str, rank: int, kind: str, span_ids: Sequence[bytes], count: int | None = None) -> None:
+        """``count`` records arrived (default: one per span id, each remembered)."""
         with self._write() as conn:
             conn.executemany(
                 "INSERT OR IGNORE INTO seen_spans (run_id, span_id) VALUES (?, ?)",
@@ -145,7 +215,7 @@ class GatewayState:
             conn.execute(
                 "INSERT INTO arrivals (run_id, rank, kind, count) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (run_id, rank, kind) DO UPDATE SET count = count + excluded.count",
-                (run_id, rank, kind, len(span_ids)),
+                (run_id, rank, kind, len(span_ids) if count is None else count),
             )
 
     def rows_arrived(self, run_id: str, rank: int, keys: Sequence[tuple[int | None, int]], kind: str) -> None:
@@ -168,11 +238,53 @@ class GatewayState:
                 (run_id, marker.rank, json.dumps(_marker_to_dict(marker))),
             )
 
+    def intended(
+        self, run_id: str, sink: str, intents: Mapping[int, Intent], counters: Mapping[str, int] | None = None
+    ) -> None:
+        """Record what became of records on ``sink`` (a ``sending`` one before its request leaves), and raise its
+        numbering counters to at least ``counters``."""
+        with self._write() as conn:
+            conn.executemany(
+                "INSERT OR REPLACE INTO intents (run_id, sink, seq, state, detail, at) VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (run_id, sink, seq, intent.state, json.dumps(dict(intent.detail)), intent.at)
+                    for seq, intent in intents.items()
+                ],
+            )
+            conn.executemany(
+                "INSERT INTO counters (run_id, sink, key, value) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (run_id, sink, key) DO UPDATE SET value = max(value, excluded.value)",
+                [(run_id, sink, key, value) for key, value in (counters or {}).items()],
+            )
+
+    def delivered(self, run_id: str, uploader: str, seqs: Sequence[int], counts: Mapping[str, Any]) -> None:
+        """A batch's delivery is over: its records are never replayed, and ``uploader``'s counts include them."""
+        with self._write() as conn:
+            conn.executemany("INSERT OR IGNORE INTO settled (run_id, seq) VALUES (?, ?)", [(run_id, s) for s in seqs])
+            conn.execute(
+                "INSERT OR REPLACE INTO sink_counts (run_id, uploader, counts) VALUES (?, ?, ?)",
+                (run_id, uploader, json.dumps(dict(counts))),
+            )
+            conn.executemany("DELETE FROM intents WHERE run_id = ? AND seq = ?", [(run_id, s) for s in seqs])
+
+    def counted(self, run_id: str, what: str, counts: Mapping[str, Any]) -> None:
+        """The run's counts of ``what`` (an uploader's sinks, or its arrivals) as of now."""
+        with self._write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO sink_counts (run_id, uploader, counts) VALUES (?, ?, ?)",
+                (run_id, what, json.dumps(dict(counts))),
+            )
+
+    def unspooled(self, run_id: str, seqs: Sequence[int]) -> None:
+        """Records logged but not taken (their sender sends them again): never replayed."""
+        with self._write() as conn:
+            conn.executemany("INSERT OR IGNORE INTO settled (run_id, seq) VALUES (?, ?)", [(run_id, s) for s in seqs])
+
     def closed(self, run_id: str) -> None:
         """The run is over: only the fact that it closed is kept."""
         with self._write() as conn:
             conn.execute("UPDATE runs SET closed = 1 WHERE run_id = ?", (run_id,))
-            for table in ("arrivals", "markers", "seen_spans", "seen_rows"):
+            for table in _RUN_TABLES:
                 conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run_id,))
         shutil.rmtree(self._run_folder(run_id), ignore_errors=True)
 
@@ -200,6 +312,16 @@ class GatewayState:
             stored[run_id].seen_spans.add(bytes(span_id))
         for run_id, rank, step, time_ns in conn.execute("SELECT run_id, rank, step, time_ns FROM seen_rows"):
             stored[run_id].seen_rows.add((rank, step, time_ns))
+        for run_id, seq in conn.execute("SELECT run_id, seq FROM settled"):
+            stored[run_id].settled.add(seq)
+        for run_id, uploader, counts in conn.execute("SELECT run_id, uploader, counts FROM sink_counts"):
+            stored[run_id].counts[uploader] = json.loads(counts)
+        for run_id, sink, seq, state, detail, at in conn.execute(
+            "SELECT run_id, sink, seq, state, detail, at FROM intents"
+        ):
+            stored[run_id].intents.setdefault(sink, {})[seq] = Intent(state, json.loads(detail), at)
+        for run_id, sink, key, value in conn.execute("SELECT run_id, sink, key, value FROM counters"):
+            stored[run_id].counters.setdefault(sink, {})[key] = value
         return list(stored.values())
 
 

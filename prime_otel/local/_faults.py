@@ -1,7 +1,9 @@
 """Fault injection per route: fixed answers, latency, rate limits, and "commit then fail".
 
 ``fail_after`` and ``reset_after`` let the request do its work and then lose the answer (a 502/504,
-or a dropped connection), which is how a client's no-replay rules are proven.
+or a dropped connection), which is how a client's no-replay rules are proven. ``hold_after`` does the work,
+records the request, then holds the answer: a test can kill the client while it waits for an answer to a
+request already applied.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ._bodylimit import read_body, replay_body
 from ._errors import error_response, service_for
 from ._recorder import FAULT, RECORD_NOW
 
-Action = Literal["fail_before", "fail_after", "reset_after", "delay", "rate_limit"]
+Action = Literal["fail_before", "fail_after", "reset_after", "hold_after", "delay", "rate_limit"]
 
 _DEFAULT_STATUS = {"fail_before": 503, "fail_after": 502, "rate_limit": 429}
 
@@ -34,7 +36,7 @@ class FaultRuleIn(BaseModel):
     times: int | None = Field(default=1, ge=1, description="how many requests it hits; null = unlimited")
     status: int | None = Field(default=None, ge=400, le=599)
     retry_after: float | None = Field(default=None, ge=0, le=3600)
-    delay_s: float = Field(default=0.0, ge=0, le=300)
+    delay_s: float = Field(default=0.0, ge=0, le=300, description="for delay and hold_after")
     code: str | None = Field(default=None, max_length=200, description="error code (Prime Traces routes)")
     message: str | None = Field(default=None, max_length=2000)
 
@@ -148,6 +150,9 @@ class FaultMiddleware:
             await read_body(receive)
             await self._answer(rule, scope, receive, send)
             return
+        if action == "hold_after":
+            await self._hold_answer(rule, scope, receive, send, note)
+            return
         note["handled_status"] = await self._handle_silently(scope, receive)
         if action == "fail_after":
             await self._answer(rule, scope, receive, send)
@@ -156,6 +161,33 @@ class FaultMiddleware:
         if record_now is not None:
             await record_now()
         await self.connections.abort(scope.get("client"))
+
+    async def _hold_answer(
+        self, rule: FaultRule, scope: Scope, receive: Receive, send: Send, note: dict[str, Any]
+    ) -> None:
+        """Runs the request to completion and records it (with the status it answers), then sends the answer only
+        after ``delay_s``, or never if the client went away meanwhile."""
+        answer: list[Message] = []
+
+        async def keep(message: Message) -> None:
+            answer.append(message)
+            if message["type"] == "http.response.start":
+                note["handled_status"] = message["status"]
+
+        await self.app(scope, receive, keep)
+        record_now: Callable[[], Awaitable[None]] | None = scope["state"].get(RECORD_NOW)
+        if record_now is not None:
+            await record_now()
+
+        async def client_gone() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
+        try:
+            await asyncio.wait_for(client_gone(), rule.spec.delay_s)
+        except asyncio.TimeoutError:
+            for message in answer:
+                await send(message)
 
     async def _handle_silently(self, scope: Scope, receive: Receive) -> int | None:
         """Runs the request to completion and keeps only the status it would have answered."""

@@ -60,6 +60,23 @@ def test_reset_after_does_the_work_then_drops_the_connection(api: httpx.Client, 
     assert dropped[-1]["fault"]["handled_status"] == 201
 
 
+def test_hold_after_does_the_work_records_it_then_holds_the_answer(api: httpx.Client, server: LocalPlatform) -> None:
+    """The request is applied and in the request log while its answer is still held back, then answered."""
+    evaluation_id = create_eval(api)
+    path = f"/api/v1/evaluations/{evaluation_id}/samples"
+    server.inspect.add_fault(path="/api/v1/evaluations/*/samples", action="hold_after", delay_s=1.0)
+    with pytest.raises(httpx.ReadTimeout):
+        api.post(path, json={"samples": [{"a": 1}]}, timeout=httpx.Timeout(5, read=0.2))
+    held = [r for r in server.inspect.requests(limit=50) if r.get("fault", {}).get("action") == "hold_after"]
+    assert held[-1]["fault"]["handled_status"] == 200
+    assert held[-1]["status"] is None  # recorded before any answer left
+    assert server.inspect.samples(evaluation_id)["total"] == 1
+    server.inspect.add_fault(path="/api/v1/evaluations/*/samples", action="hold_after", delay_s=0.3)
+    answered = api.post(path, json={"samples": [{"a": 2}]}, timeout=TIMEOUT)
+    assert answered.status_code == 200 and answered.json()["samples_pushed"] == 1
+    assert server.inspect.samples(evaluation_id)["total"] == 2
+
+
 def test_delay_holds_the_request_then_proceeds(server: LocalPlatform) -> None:
     server.inspect.add_fault(method="POST", path=CREATE, action="delay", delay_s=1.0)
     before = _count(server)
