@@ -213,4 +213,9 @@ def test_a_training_episode_dispatched_at_an_impossible_step_is_counted_failed_o
 
     assert in_process == [entry["step"] for entry in platform.inspect.steps(run_id)] == [10]
     assert closed["status"] == "completed"
-    assert closed["sinks"]["rft_samples"] == {"delivered": 1, "failed": 2, "skipped": 0}
+    assert closed["sinks"]["rft_samples"] == {
+        "delivered": 1,
+        "failed": 2,
+        "skipped": 0,
+        "failure_reasons": {IMPOSSIBLE_STEP: 2},
+    }
