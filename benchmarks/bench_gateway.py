@@ -9,7 +9,8 @@ machine (2 cores: platform, gateways, Collector and producers share them; the lo
    the rounds' own ratios, each round's listed): the same eval workload (``benchmarks._child``,
    real verifiers episodes) once with ``transport="direct"`` (the producer uploads) and once with
    ``transport="otlp"`` over gRPC to the gateway. CPU is user+sys: the producer's own (``getrusage``) and the
-   gateway process's (``/proc/<pid>/stat``) from before the producer started until the gateway closed the run.
+   gateway process's (``/proc/<pid>/stat``) from before the producer started until the gateway closed the run
+   (after one unmeasured run of 50 episodes, so no round pays a fresh gateway's one-time costs).
    Ratios: producer OTLP / direct (what the training or eval loop's process pays) and producer + gateway /
    direct (what the whole path costs).
 2. Throughput: ``--runs`` runs of ``--episodes`` episodes, pre-encoded as OTLP/HTTP protobuf requests of 64
@@ -65,6 +66,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 BATCH_SPANS = 64
 POSTERS = 4
 CHILD_TIMEOUT_SECONDS = 600.0
+WARM_UP_EPISODES = 50
 _ids = RandomIdGenerator()
 
 
@@ -106,6 +108,10 @@ def cost_per_episode(
         "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{gateway.grpc_endpoint}",
         "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
     }
+    # A fresh gateway's first run pays its one-time costs (the platform clients' lazy imports, the first
+    # connections): one small run goes first, unmeasured, as it would have on a gateway already serving.
+    warm = run_child(platform, home, WARM_UP_EPISODES, otlp_env)
+    gateway.wait_closed(warm["run_id"], timeout=CHILD_TIMEOUT_SECONDS)
     direct: list[float] = []
     direct_wall: list[float] = []
     producer: list[float] = []
