@@ -1,13 +1,13 @@
 """The gateway process's garbage collection. What it allocates by the million is decoded records: acyclic JSON
 trees, freed by reference counting the moment their delivery is done, yet every collection pass walks them while
 they live. With Python's default thresholds a full pass (every object in the process) ran every few hundred
-episodes under load, and collecting took about 40 % of the gateway's CPU (``benchmarks/bench_gateway.py``).
+episodes under load, and collecting took about a third of the gateway's CPU (``benchmarks/bench_gateway.py``).
 
 So, from the moment the gateway is up, what startup built (modules, the app, the servers) is frozen out of every
 pass, and passes are not counted in allocations but run on a clock: a full pass every ``FULL_COLLECTION_SECONDS``,
 or sooner once the process holds ``GROWTH_LIMIT`` more tracked objects than after the last pass. That reclaims the
 little cyclic garbage there is (a closed run's objects, an exception's frames) while a pass costs what the live
-objects cost, a few times a minute, not a walk over every record in flight every few thousand allocations.
+objects cost, about once a minute, not a walk over every record in flight every few thousand allocations.
 """
 
 from __future__ import annotations
