@@ -226,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print("bench_gateway.py (cost, throughput, fleet scaling behind the Collector) ...", flush=True)
         gateway_json = args.out / "gateway.json"
-        bench_gateway.main(["--out", str(gateway_json), "--rounds", str(min(args.rounds, 3))])
+        bench_gateway.main(["--out", str(gateway_json), "--rounds", str(min(args.rounds, 5))])
         results["gateway"] = json.loads(gateway_json.read_text())
     results["elapsed_s"] = time.monotonic() - began
     results["sections"] = [section.to_dict() for section in sections]

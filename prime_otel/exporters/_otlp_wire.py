@@ -80,16 +80,40 @@ def any_value(value: WireValue) -> bytes:
 
 def key_values(attributes: Mapping[str, WireValue]) -> list[bytes]:
     """Repeated ``KeyValue`` payloads."""
-    out = []
+    out: list[bytes] = []
+    _key_value_fields(out, None, attributes)
+    return out
+
+
+def _key_value_fields(out: list[bytes], tag: bytes | None, attributes: Mapping[str, WireValue]) -> None:
+    """``attributes`` as ``KeyValue`` fields appended to ``out`` as pieces (``tag`` and length before each one), or
+    as whole ``KeyValue`` payloads when ``tag`` is None. A text value is never copied before the final join."""
     for key, value in attributes.items():
         encoded_key = _KEYS.get(key)
         if encoded_key is None:
             encoded_key = _field(1, key.encode("utf-8")) + _VALUE_TAG
             if len(_KEYS) < _KEYS_LIMIT:
                 _KEYS[key] = encoded_key
-        encoded = any_value(value)
-        out.append(b"".join((encoded_key, _varint(len(encoded)), encoded)))
-    return out
+        if type(value) is str:
+            value = value.encode("utf-8")
+        if type(value) is bytes:
+            text_length = _varint(len(value))
+            value_length = 1 + len(text_length) + len(value)
+            head = b"".join((encoded_key, _varint(value_length), _STRING_TAG, text_length))
+            if tag is None:
+                out.append(head + value)
+            else:
+                out += (tag, _varint(len(head) + len(value)), head, value)
+            continue
+        encoded = b"".join((encoded_key, *_length_prefixed(any_value(value))))
+        if tag is None:
+            out.append(encoded)
+        else:
+            out += (tag, _varint(len(encoded)), encoded)
+
+
+def _length_prefixed(payload: bytes) -> tuple[bytes, bytes]:
+    return _varint(len(payload)), payload
 
 
 def resource_message(attributes: Mapping[str, Any]) -> bytes:
@@ -121,34 +145,65 @@ class WireSpan:
 _FLAGS = _tag(16, 5) + struct.pack("<I", 0x100)
 
 
+_ATTRIBUTE_TAG = _tag(9, _LEN)
+_EVENT_TAG = _tag(11, _LEN)
+_EVENT_ATTRIBUTE_TAG = _tag(3, _LEN)
+_KIND = _tag(6, _VARINT) + _varint(_SPAN_KIND_INTERNAL)
+_TRACE_ID_FIELD = _tag(1, _LEN) + _varint(16)
+_SPAN_ID_FIELD = _tag(2, _LEN) + _varint(8)
+_TIMES = struct.Struct("<BQBQ")
+
+
 def span_message(span: WireSpan) -> bytes:
+    return b"".join(span_pieces(span))
+
+
+def span_pieces(span: WireSpan) -> list[bytes]:
+    """A ``Span`` message as pieces to join (its large attribute values are not copied here)."""
+    name = span.name.encode("utf-8")
     parts = [
-        _field(1, span.trace_id.to_bytes(16, "big")),
-        _field(2, span.span_id.to_bytes(8, "big")),
-        _field(5, span.name.encode("utf-8")),
-        _tag(6, _VARINT) + _varint(_SPAN_KIND_INTERNAL),
-        _tag(7, _FIXED64) + struct.pack("<Q", span.start_time_ns),
-        _tag(8, _FIXED64) + struct.pack("<Q", span.end_time_ns),
-        *_fields(9, key_values(span.attributes)),
-        *_fields(11, (_event_message(*event) for event in span.events)),
-        _FLAGS,
+        _TRACE_ID_FIELD,
+        span.trace_id.to_bytes(16, "big"),
+        _SPAN_ID_FIELD,
+        span.span_id.to_bytes(8, "big"),
+        _tag(5, _LEN),
+        _varint(len(name)),
+        name,
+        _KIND,
+        _TIMES.pack(0x39, span.start_time_ns, 0x41, span.end_time_ns),
     ]
-    return b"".join(parts)
+    _key_value_fields(parts, _ATTRIBUTE_TAG, span.attributes)
+    for event in span.events:
+        parts += (_EVENT_TAG, *_length_prefixed(_event_message(*event)))
+    parts.append(_FLAGS)
+    return parts
 
 
 def _event_message(name: str, time_ns: int, attributes: Mapping[str, WireValue]) -> bytes:
     """A ``Span.Event``: time (fixed64 1), name (2), attributes (3)."""
-    return b"".join(
-        (
-            _tag(1, _FIXED64) + struct.pack("<Q", time_ns),
-            _field(2, name.encode("utf-8")),
-            *_fields(3, key_values(attributes)),
-        )
-    )
+    parts = [_tag(1, _FIXED64) + struct.pack("<Q", time_ns), _field(2, name.encode("utf-8"))]
+    _key_value_fields(parts, _EVENT_ATTRIBUTE_TAG, attributes)
+    return b"".join(parts)
 
 
-def export_request(resource: bytes, scope: bytes, spans: Sequence[bytes]) -> bytes:
-    """An ``ExportTraceServiceRequest`` of one resource and one scope holding the encoded ``spans``."""
-    scope_spans = b"".join((_field(1, scope), *_fields(2, spans)))
-    resource_spans = b"".join((_field(1, resource), _field(2, scope_spans)))
-    return _field(1, resource_spans)
+def export_request(resource: bytes, scope: bytes, spans: Sequence[bytes | Sequence[bytes]]) -> bytes:
+    """An ``ExportTraceServiceRequest`` of one resource and one scope holding the encoded ``spans`` (each a message,
+    or a message's pieces as ``span_pieces`` gives them), joined once."""
+    span_tag = _tag(2, _LEN)
+    span_fields: list[bytes] = []
+    spans_length = 0
+    for span in spans:
+        length = len(span) if isinstance(span, bytes) else sum(map(len, span))
+        prefix = span_tag + _varint(length)
+        spans_length += len(prefix) + length
+        span_fields.append(prefix)
+        if isinstance(span, bytes):
+            span_fields.append(span)
+        else:
+            span_fields += span
+    scope_field = _field(1, scope)
+    scope_spans_length = len(scope_field) + spans_length
+    resource_field = _field(1, resource) + _tag(2, _LEN) + _varint(scope_spans_length)
+    resource_spans_length = len(resource_field) + scope_spans_length
+    head = b"".join((_tag(1, _LEN), _varint(resource_spans_length), resource_field, scope_field))
+    return b"".join((head, *span_fields))

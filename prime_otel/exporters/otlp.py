@@ -156,7 +156,7 @@ class OtlpRecordSink(RecordSink):
         """The OTLP ``ExportTraceServiceRequest`` this sink sends for ``spans`` (numbering their rollouts)."""
         if self._resource_message is None:
             self._resource_message = wire.resource_message(self._resource.attributes)
-        messages = []
+        messages: list[list[bytes]] = []
         for span in spans:
             attributes, events = self._outgoing(span)
             wire_span = wire.WireSpan(
@@ -168,7 +168,7 @@ class OtlpRecordSink(RecordSink):
                 attributes=attributes,
                 events=events,
             )
-            messages.append(wire.span_message(wire_span))
+            messages.append(wire.span_pieces(wire_span))
         return wire.export_request(self._resource_message, _SCOPE_MESSAGE, messages)
 
     def _with_record(self, span: ReadableSpan) -> ReadableSpan:

@@ -21,8 +21,10 @@ from ._defaults import DEFAULT_WORKERS
 
 _logger = logging.getLogger(__name__)
 
-#: Items one delivery takes from a lane at most (the rest go in the next turn).
-_MAX_ITEMS_PER_TURN = 512
+#: Records one delivery takes from a lane at most (the rest go in the next turn). A turn's records are decoded
+#: together and live until its sinks wrote them: a whole run's backlog at once would hold hundreds of thousands of
+#: objects, which every garbage collection pass meanwhile walks.
+MAX_RECORDS_PER_TURN = 256
 
 
 class DeliveryPool:
@@ -38,8 +40,8 @@ class DeliveryPool:
     def workers(self) -> int:
         return len(self._threads)
 
-    def lane(self, deliver: Callable[[list[Any]], None]) -> Lane:
-        return Lane(self, deliver)
+    def lane(self, deliver: Callable[[list[Any]], None], weight: Callable[[Any], int] | None = None) -> Lane:
+        return Lane(self, deliver, weight)
 
     def schedule(self, lane: Lane) -> None:
         self._ready.put(lane)
@@ -60,11 +62,16 @@ class DeliveryPool:
 
 
 class Lane:
-    """One uploader's batches, delivered in order by the pool; ``wait_idle`` is the flush."""
+    """One uploader's batches, delivered in order by the pool; ``wait_idle`` is the flush. ``weight``: how many
+    records an item holds (1 each by default); a turn takes items up to ``MAX_RECORDS_PER_TURN`` records (at least
+    one item)."""
 
-    def __init__(self, pool: DeliveryPool, deliver: Callable[[list[Any]], None]) -> None:
+    def __init__(
+        self, pool: DeliveryPool, deliver: Callable[[list[Any]], None], weight: Callable[[Any], int] | None = None
+    ) -> None:
         self._pool = pool
         self._deliver = deliver
+        self._weight = weight
         self._items: deque[Any] = deque()
         self._scheduled = False
         self._delivering = False
@@ -86,8 +93,7 @@ class Lane:
     def take_turn(self) -> None:
         """On a pool worker: deliver what the lane holds (up to a turn's worth), then give the worker back."""
         with self._changed:
-            count = min(len(self._items), _MAX_ITEMS_PER_TURN)
-            items = [self._items.popleft() for _ in range(count)]
+            items = self._take()
             self._delivering = True
         try:
             if items:
@@ -102,6 +108,17 @@ class Lane:
         if again:
             self._pool.schedule(self)
 
+    def _take(self) -> list[Any]:
+        if self._weight is None:
+            return [self._items.popleft() for _ in range(min(len(self._items), MAX_RECORDS_PER_TURN))]
+        items: list[Any] = []
+        records = 0
+        while self._items and (not items or records + self._weight(self._items[0]) <= MAX_RECORDS_PER_TURN):
+            item = self._items.popleft()
+            records += self._weight(item)
+            items.append(item)
+        return items
+
     def wait_idle(self, timeout: float | None) -> bool:
         """Wait until everything pushed so far was delivered; False when the deadline came first."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -114,6 +131,10 @@ class Lane:
         return True
 
 
+def _batch_records(batch: tuple[str, list[Any]]) -> int:
+    return len(batch[1])
+
+
 class PooledUploader:
     """Mixin for an ``Uploader`` whose batches go through a pool ``Lane`` instead of its own thread: ``push`` queues
     a batch, ``flush`` and ``close`` wait for the lane (the uploader's thread is never started)."""
@@ -121,7 +142,7 @@ class PooledUploader:
     _lane: Lane | None = None
 
     def attach(self, pool: DeliveryPool | None) -> None:
-        self._lane = None if pool is None else pool.lane(self._deliver_batches)
+        self._lane = None if pool is None else pool.lane(self._deliver_batches, _batch_records)
         # A run's sinks write in turn on the delivering thread, not from a lane (a thread) per sink: the shared
         # pool is what keeps a thousand runs from holding thousands of threads.
         self.lanes: list[Any] = []

@@ -27,6 +27,7 @@ from ._defaults import (
     DEFAULT_SAMPLES_STEP_INTERVAL,
     DEFAULT_WORKERS,
 )
+from ._gc import CollectionPolicy
 from ._grpc import start_grpc_server
 from ._http import create_app
 from ._limits import GatewayLimits
@@ -135,6 +136,8 @@ def serve(options: GatewayOptions) -> int:
     # uvicorn re-raises the signal that stopped it once it is done; with these handlers that returns here
     # instead of killing the process before the runs drained.
     previous = {sig: signal.signal(sig, _note_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    collection = CollectionPolicy()
+    collection.start()
     try:
         server.run(sockets=[listener])
     finally:
@@ -143,6 +146,7 @@ def serve(options: GatewayOptions) -> int:
         grpc_server.stop(_STOP_GRACE_SECONDS).wait(_STOP_GRACE_SECONDS)
         registry.stop(options.drain_seconds)
         pool.stop()
+        collection.stop()
         if options.ready_file is not None:
             options.ready_file.unlink(missing_ok=True)
     return 0

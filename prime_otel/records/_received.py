@@ -37,7 +37,7 @@ _Member = tuple[str, int, int, int, Any]
 def decode_received(text: str) -> tuple[dict[str, Any], EncodedRecord | None]:
     """The record ``text`` holds and, when the text could be cut as it is, its encoding. Raises as ``json.loads``
     does (``json.JSONDecodeError``, ``RecursionError``), and ``TypeError`` for JSON that is not an object."""
-    if "\\ud" in text or "\\uD" in text or not text.startswith("{", _skip(text, 0)):
+    if ("\\u" in text and ("\\ud" in text or "\\uD" in text)) or not text.startswith("{", _skip(text, 0)):
         return _decoded(text), None
     try:
         return _cut(text)
@@ -100,15 +100,23 @@ def _members(text: str, position: int) -> tuple[list[_Member], int]:
             position = _skip(text, position)
             if not text.startswith(":", position):
                 raise json.JSONDecodeError("Expecting ':' delimiter", text, position)
-        value_start = position = _skip(text, position + 1)
+        position += 1
+        if text[position : position + 1] in _SPACE:
+            position = _skip(text, position)
+        value_start = position
         value: Any
         if key == TRACES_KEY and text.startswith("[", position):
             value, position = _traces(text, position)
         else:
-            value, position = _value(text, position)
+            try:
+                value, position = _scan_once(text, position)
+            except StopIteration as stop:
+                raise json.JSONDecodeError("Expecting value", text, stop.value) from None
         members.append((key, key_start, value_start, position, value))
         if text.startswith(",", position):
-            position = _skip(text, position + 1)
+            position += 1
+            if text[position : position + 1] in _SPACE:
+                position = _skip(text, position)
             continue
         position = _skip(text, position)
         if text.startswith("}", position):
@@ -128,15 +136,19 @@ def _traces(text: str, position: int) -> tuple[tuple[list[Any], list[EncodedMemb
         return (values, encoded), position + 1
     while True:
         start = position
-        value, position = _value(text, position)
-        if isinstance(value, dict) and RUN_KEY not in value and text.startswith("{", start):
-            body = text[start:position].encode("utf-8")
-            encoded.append(EncodedMember.from_json(b"{}" if not value else body))
+        try:
+            value, position = _scan_once(text, position)
+        except StopIteration as stop:
+            raise json.JSONDecodeError("Expecting value", text, stop.value) from None
+        if type(value) is dict and RUN_KEY not in value and text.startswith("{", start):
+            encoded.append(EncodedMember.from_json(text[start:position].encode("utf-8") if value else b"{}"))
         else:
             encoded.append(EncodedMember(value))
         values.append(value)
         if text.startswith(",", position):
-            position = _skip(text, position + 1)
+            position += 1
+            if text[position : position + 1] in _SPACE:
+                position = _skip(text, position)
             continue
         position = _skip(text, position)
         if text.startswith("]", position):
