@@ -13,10 +13,10 @@ machine (2 cores: platform, gateways, Collector and producers share them; the lo
    (after one unmeasured run of 50 episodes, so no round pays a fresh gateway's one-time costs).
    Ratios: producer OTLP / direct (what the training or eval loop's process pays) and producer + gateway /
    direct (what the whole path costs).
-2. Throughput: ``--runs`` runs of ``--episodes`` episodes, pre-encoded as OTLP/HTTP protobuf requests of 64
-   spans (gzip, what a Collector's batch processor sends) before the clock starts, posted by 4 threads; the
-   clock stops when the gateway closed every run (all delivered to the platform). Reported: episodes per
-   second (wall) and the ceiling one gateway process's CPU allows (episodes per gateway CPU second).
+2. Throughput (once without and once with ``--state-dir``): ``--runs`` runs of ``--episodes`` episodes, pre-encoded
+   as OTLP/HTTP protobuf requests of 64 spans (gzip, what a Collector's batch processor sends) before the clock starts,
+   posted by 4 threads; the clock stops when the gateway closed every run (all delivered to the platform). Reported:
+   episodes per second (wall) and the ceiling one gateway process's CPU allows (episodes per gateway CPU second).
 3. Fleet scaling (``--fleet``, needs ``make collector``): ``--fleet-runs`` runs of ``--fleet-episodes`` episodes,
    encoded the same way, sent over OTLP/gRPC by 4 threads to the real agent Collector
    (``collector-config/agent.yaml``: batch, ``load_balancing`` on ``run.id``) in front of 1, 2 and 4 fresh
@@ -305,6 +305,13 @@ def markdown_table(results: dict[str, Any]) -> str:
         f"{rate['episodes_per_second']:.0f} | {rate['gateway_cpu_ms_per_episode']:.2f} | "
         f"{rate['episodes_per_gateway_cpu_second']:.0f} | - | - |",
     ]
+    durable = results.get("throughput_durable")
+    if durable is not None:
+        lines.append(
+            f"| the same, gateway with `--state-dir` (durable state) | 1 ({durable['runs']}) | "
+            f"{durable['episodes_per_second']:.0f} | {durable['episodes_per_second']:.0f} | "
+            f"{durable['gateway_cpu_ms_per_episode']:.2f} | {durable['episodes_per_gateway_cpu_second']:.0f} | - | - |"
+        )
     for row in results.get("fleet", []):
         platform_ms = row.get("platform_cpu_ms_per_episode")
         spread = "/".join(str(count) for count in row["runs_per_gateway"])
@@ -342,6 +349,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             cost = cost_per_episode(platform, gateway, home, args.episodes, args.rounds)
             rate = throughput(platform, gateway, args.runs, args.episodes)
             gateway.stop()
+        with (
+            start_local_platform(home / "platform-durable", processing_delay=0.1, **limits) as platform,
+            Gateway(
+                platform, home / "durable", "--lease-seconds", "120", "--state-dir", str(home / "state")
+            ) as durable_gateway,
+        ):
+            durable = throughput(platform, durable_gateway, args.runs, args.episodes)
+            durable_gateway.stop()
             counts = [int(count) for count in args.fleet.split(",") if count.strip()]
             if counts and not collector_built():
                 print("the Collector is not built (make collector): no fleet scaling", flush=True)
@@ -352,6 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "load_average_at_start": load,
         "cost": cost,
         "throughput": rate,
+        "throughput_durable": durable,
     }
     if fleet:
         results["fleet"] = fleet
@@ -377,6 +393,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{rate['episodes_per_second']:.0f} episodes/s per gateway (wall, platform on the same cores); "
         f"{rate['episodes_per_gateway_cpu_second']:.0f} episodes per gateway CPU second "
         f"({rate['gateway_cpu_ms_per_episode']:.2f} ms/episode); 503 retries: {rate['retried_503']}"
+    )
+    print(
+        f"throughput with --state-dir: {durable['episodes_per_gateway_cpu_second']:.0f} episodes per gateway CPU "
+        f"second ({durable['gateway_cpu_ms_per_episode']:.2f} ms/episode); 503 retries: {durable['retried_503']}"
     )
     print(markdown_table(results))
     print(f"written to {args.out}")
