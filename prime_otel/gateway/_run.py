@@ -148,7 +148,7 @@ class GatewayRun:
                 taken.add(span.span_id)
             self._note_world()
             for name, entries in batches.items():
-                records = self._spooled(name, [record for _, record in entries])
+                records = self._spooled(name, [record for _, record in entries], [span_id for span_id, _ in entries])
                 if records is not None and self._pipeline.processor.offer(name, records):
                     span_ids = [span_id for span_id, _ in entries]
                     if self._state is not None:
@@ -293,17 +293,28 @@ class GatewayRun:
                 self._stored_world = world
 
     def _spooled(
-        self, name: str, records: list[ReceivedRecord], consumed: list[int] | None = None
+        self,
+        name: str,
+        records: list[ReceivedRecord],
+        span_ids: list[bytes] | None = None,
+        *,
+        consumed: list[int] | None = None,
     ) -> list[ReceivedRecord] | None:
         """The records with their seqs in the run's spool (logged before the sender is answered); None when the
-        spool is full. ``consumed``: the seqs of the GenAI spans the records were assembled from."""
+        spool is full. ``span_ids``: each received record's (a restart replays it only if the database remembers
+        it, i.e. its sender was answered); ``consumed``: the seqs of the GenAI spans the records were assembled
+        from."""
         if self._spool is None:
             return records
-        extra = {"from": consumed} if consumed is not None else {}
-        wrapped = [
-            compact_json({"record": r.record_json, "samples": r.samples_json, "end": r.end_time_ns, **extra})
-            for r in records
-        ]
+        wrapped = []
+        for position, record in enumerate(records):
+            entry: dict[str, Any] = {"record": record.record_json, "samples": record.samples_json}
+            entry["end"] = record.end_time_ns
+            if span_ids is not None:
+                entry["id"] = span_ids[position].hex()
+            if consumed is not None:
+                entry["from"] = consumed
+            wrapped.append(compact_json(entry))
         seqs = self._spool.append(name, wrapped)
         if seqs is None:
             return None
@@ -379,6 +390,9 @@ class GatewayRun:
                         self._episodes.add(rank, [view], [spooled.seq])
                     else:
                         unacknowledged.append(spooled.seq)  # logged, never acknowledged: its sender sends it again
+                    continue
+                if "id" in wrapper and bytes.fromhex(wrapper["id"]) not in stored.seen_spans:
+                    unacknowledged.append(spooled.seq)  # logged, never acknowledged: its sender sends it again
                     continue
                 if not all(seq in stored.settled for seq in wrapper.get("from") or ()):
                     # Assembled from GenAI spans but not yet counted: the spans, still held, are assembled again.

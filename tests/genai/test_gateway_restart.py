@@ -5,7 +5,9 @@ those the official openai-v2 instrumentation writes for the calculator agent."""
 
 from __future__ import annotations
 
+import json
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from prime_otel import _conventions as conv
+from prime_otel.gateway._genai import EpisodeAssembler, read_span_line
+from prime_otel.gateway._run import GENAI_SPAN_KIND
+from prime_otel.gateway._state import GatewayState
 from prime_otel.testing import LocalPlatform
 from tests.gateway._gateway import Gateway, create_run
 from tests.gateway._producer import end_marker
@@ -115,3 +120,35 @@ def test_a_whole_episode_killed_within_its_quiet_window_is_assembled_once_after_
         export(again, [end_marker(resource, episodes=1)])
         closed = again.wait_closed(run_id)
     check_one_full_episode(local_platform, run_id, closed)
+
+
+def test_an_episode_logged_but_not_yet_counted_when_the_gateway_died_is_delivered_once(
+    local_platform: LocalPlatform, chat: ChatServer, content_on_spans: None, tmp_path: Path
+) -> None:
+    """The gateway died between logging the assembled episode to the spool and the write that counts it and
+    settles its spans (left on disk here as that instant leaves it): the restarted gateway assembles the spans
+    again and drops the logged copy, so the episode is stored once and counted once."""
+    run_id, resource = eval_run(local_platform, "genai-restart-uncounted")
+    state = tmp_path / "state"
+    first = start(local_platform, tmp_path / "first", state)
+    try:
+        export(first, agent_spans(chat, resource))
+        kill(first)
+    finally:
+        first.stop()
+    spool = GatewayState(state).spool(run_id)
+    logged = [entry for entry in spool.read(range(10_000)) if entry.kind == GENAI_SPAN_KIND]
+    assert logged, "the acknowledged spans are in the run's spool"
+    assembler = EpisodeAssembler()
+    for entry in logged:
+        rank, _, view = read_span_line(entry.record)
+        assembler.add(rank, [view], [entry.seq])
+    [assembly] = assembler.drain()
+    [(_, record)] = assembly.episodes
+    wrapper = {"record": json.dumps(record), "samples": None, "end": time.time_ns(), "from": assembly.seqs}
+    assert spool.append(conv.EPISODE_SPAN, [json.dumps(wrapper).encode()]) is not None
+    with start(local_platform, tmp_path / "again", state) as again:
+        export(again, [end_marker(resource, episodes=1)])
+        closed = again.wait_closed(run_id)
+    check_one_full_episode(local_platform, run_id, closed)
+    assert closed["received"]["0"]["episodes"] == 1
