@@ -453,9 +453,12 @@ class GatewayRun:
         self._finish(ending)
 
     def abandon(self, timeout: float) -> None:
-        """Gateway shutdown: drain what arrived, leave the run open on the platform (its producers may live on)."""
+        """Gateway shutdown: drain what arrived, leave the run open on the platform (its producers may live on).
+        With durable state the run stays open there too, for the next start on the folder to take up, and GenAI
+        spans awaiting assembly stay logged for it; without, what can be assembled now is."""
         if self.begin_close():
-            self._submit_assembled(self._episodes.drain())
+            if self._state is None:
+                self._submit_assembled(self._episodes.drain())
             self._drain(timeout)
             self._finish(None)
 
@@ -509,7 +512,7 @@ class GatewayRun:
             self.ending = ending
             self.closed_at = time.monotonic()
             self.state = RunState.CLOSED
-            if self._state is not None:
+            if self._state is not None and ending is not None:
                 self._state.closed(self.id)
             self._seen_spans.clear()
             self._seen_rows.clear()

@@ -6,6 +6,7 @@ remember the keys it merged before)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,25 @@ def test_a_step_whose_keys_came_before_and_after_a_restart_ends_as_one_row_with_
         closed = again.wait_closed(run_id)
     assert (closed["status"], closed["missing"]) == ("completed", 0)
     assert rows() == {4: {"loss": 0.5, "reward": 1.0}, 5: {"loss": 0.125, "reward": 0.5}}
+
+
+def test_a_run_open_when_its_gateway_was_stopped_is_taken_up_by_the_next_start(
+    platform: LocalPlatform, tmp_path: Path
+) -> None:
+    """SIGTERM drains what the gateway received and leaves the run open for the next start on the same state
+    folder, which takes its later records and closes it complete (the stop does not close the run there)."""
+    run_id = create_run(platform, "eval", "restart-after-sigterm")
+    resource = run_resource(run_id, "eval")
+    before, after = fresh_episodes("eval", 2), fresh_episodes("eval", 2)
+    state = tmp_path / "state"
+    with start(platform, tmp_path / "first", state) as first:
+        send(first, resource, before)
+    assert first.process.returncode is not None
+    with start(platform, tmp_path / "again", state) as again:
+        send(again, resource, after)
+        end(again, resource, 4)
+        closed = again.wait_closed(run_id)
+    assert (closed["status"], closed["missing"]) == ("completed", 0)
+    assert closed["received"]["0"]["episodes"] == 4
+    rows = platform.inspect.samples(run_id)["items"]
+    assert Counter(row["sample_id"] for row in rows) == Counter(e.id for e in before + after)

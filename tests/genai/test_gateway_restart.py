@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -76,12 +77,18 @@ def check_one_full_episode(platform: LocalPlatform, run_id: str, closed: dict[st
     check_sample_row(row)
 
 
+@pytest.mark.parametrize("stop", [kill, Gateway.stop], ids=["sigkill", "sigterm"])
 def test_spans_acknowledged_before_their_episode_span_came_are_assembled_after_a_restart(
-    local_platform: LocalPlatform, chat: ChatServer, content_on_spans: None, tmp_path: Path
+    local_platform: LocalPlatform,
+    chat: ChatServer,
+    content_on_spans: None,
+    tmp_path: Path,
+    stop: Callable[[Gateway], None],
 ) -> None:
     """The model, tool and agent spans reach the gateway while the episode is still running (its span ends last);
-    the gateway dies. The episode span and the exporter's retry of the earlier request reach the restarted
-    gateway: the episode is assembled from the spans held across the restart, and the retry is a duplicate."""
+    the gateway dies (or is stopped). The episode span and the exporter's retry of the earlier request reach the
+    restarted gateway: the episode is assembled from the spans held across the restart, and the retry is a
+    duplicate."""
     run_id, resource = eval_run(local_platform, "genai-restart-members")
     spans = agent_spans(chat, resource)
     members = [span for span in spans if span.name != "episode"]
@@ -90,8 +97,8 @@ def test_spans_acknowledged_before_their_episode_span_came_are_assembled_after_a
     state = tmp_path / "state"
     first = start(local_platform, tmp_path / "first", state)
     try:
-        export(first, members)  # acknowledged: no episode span yet, so nothing can be assembled before the kill
-        kill(first)
+        export(first, members)  # acknowledged: no episode span yet, so nothing can be assembled before the stop
+        stop(first)
     finally:
         first.stop()
     with start(local_platform, tmp_path / "again", state) as again:
