@@ -148,14 +148,21 @@ class GatewayRun:
                 taken.add(span.span_id)
             self._note_world()
             for name, entries in batches.items():
-                records = self._spooled(name, [record for _, record in entries], [span_id for span_id, _ in entries])
-                if records is not None and self._pipeline.processor.offer(name, records):
-                    span_ids = [span_id for span_id, _ in entries]
-                    if self._state is not None:
-                        self._state.arrived(self.id, origin.rank, SPAN_KINDS[name], span_ids)
+                span_ids = [span_id for span_id, _ in entries]
+                records = self._spooled(name, [record for _, record in entries], span_ids)
+                if records is None:
+                    outcome.retry = f"run {self.id} could not log {len(entries)} records now"
+                    continue
+                # Counted before they are queued: a delivery settled (and its counts stored) before the count was
+                # stored would make a restart forget the record and take the sender's retry of it as new.
+                if self._state is not None:
+                    self._state.arrived(self.id, origin.rank, SPAN_KINDS[name], span_ids)
+                if self._pipeline.processor.offer(name, records):
                     self._seen_spans.update(span_ids)
                     self._tracker.count(origin.rank, SPAN_KINDS[name], len(entries))
                 else:
+                    if self._state is not None:
+                        self._state.not_arrived(self.id, origin.rank, SPAN_KINDS[name], span_ids)
                     self._unspool(records)
                     outcome.retry = f"run {self.id} could not queue {len(entries)} records now"
             for span_id, marker in markers:

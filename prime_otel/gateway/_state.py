@@ -221,6 +221,17 @@ class GatewayState:
                 (run_id, rank, kind, len(span_ids) if count is None else count),
             )
 
+    def not_arrived(self, run_id: str, rank: int, kind: str, span_ids: Sequence[bytes]) -> None:
+        """Undo :meth:`arrived` for records that could not be queued after all (their sender sends them again)."""
+        with self._write() as conn:
+            conn.executemany(
+                "DELETE FROM seen_spans WHERE run_id = ? AND span_id = ?", [(run_id, span_id) for span_id in span_ids]
+            )
+            conn.execute(
+                "UPDATE arrivals SET count = count - ? WHERE run_id = ? AND rank = ? AND kind = ?",
+                (len(span_ids), run_id, rank, kind),
+            )
+
     def rows_arrived(self, run_id: str, rank: int, keys: Sequence[tuple[int | None, int]], kind: str) -> None:
         with self._write() as conn:
             conn.executemany(
