@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .. import _conventions as conv
@@ -18,12 +18,13 @@ from .._backends import close_run
 from .._types import RunKind, RunStatus
 from ..exporters.traces import PrimeTracesSink
 from ..processors import Uploader
+from ..processors._spool import RunSpool
 from ..records import clean, compact_json
 from ..records._genai import GenAISpan
 from ._auth import ANONYMOUS
 from ._ending import EPISODES, METRIC_ROWS, SPAN_KINDS, Ending, EndMarker, EndTracker
 from ._envelope import Invalid
-from ._genai import EpisodeAssembler
+from ._genai import Assembly, EpisodeAssembler, read_span_line, span_line
 from ._otlp import Origin, ReceivedSpan, StepRow
 from ._outcome import Outcome
 from ._sinks import RunPipeline
@@ -32,12 +33,14 @@ from ._state import SPOOL_SINK, GatewayState, StoredRun
 
 _logger = logging.getLogger(__name__)
 
-#: The spool kind of a step row (records are logged under their span name).
-METRIC_ROW_KIND = "metric_row"
+#: The spool kinds of a step row and of a GenAI span awaiting assembly (records are logged under their span name).
+METRIC_ROW_KIND, GENAI_SPAN_KIND = "metric_row", "genai_span"
 #: The counts the durable state keeps, one row each: per uploader its sinks', and the run's on arrival.
 RECORDS_UPLOADER, METRICS_UPLOADER, ARRIVALS = "records", "metrics", "arrivals"
 #: Step rows queued for a run's metrics uploader above which the run answers 503.
 MAX_QUEUED_METRIC_ROWS = 200
+#: Spool seqs read at a time when a restarted run takes up its spool.
+_RESTORE_CHUNK = 256
 
 
 class RunState(str, enum.Enum):
@@ -84,7 +87,7 @@ class GatewayRun:
         self._episodes = EpisodeAssembler()
         self._state = state
         self._stored_world: tuple[int, list[int]] | None = None
-        self._stored_arrival_counts: dict[str, Any] = {"duplicates": 0, "foreign": 0, "invalid": {}}
+        self._stored_arrival_counts: dict[str, Any] = {"duplicates": 0, "foreign": 0, "rejected": 0, "invalid": {}}
         self._spool = state.spool(run_id) if state is not None else None
         if self._spool is not None:
             processor, metrics = pipeline.processor, pipeline.metrics
@@ -113,6 +116,7 @@ class GatewayRun:
         with self._lock:
             if self.state is not RunState.OPEN:
                 self.rejected += len(spans)
+                self._save_arrival_counts()
                 outcome.reject(len(spans), self._closed_reason())
                 return
             self._tracker.touch(origin.rank, origin.world_size)
@@ -144,14 +148,21 @@ class GatewayRun:
                 taken.add(span.span_id)
             self._note_world()
             for name, entries in batches.items():
-                records = self._spooled(name, [record for _, record in entries])
-                if records is not None and self._pipeline.processor.offer(name, records):
-                    span_ids = [span_id for span_id, _ in entries]
-                    if self._state is not None:
-                        self._state.arrived(self.id, origin.rank, SPAN_KINDS[name], span_ids)
+                span_ids = [span_id for span_id, _ in entries]
+                records = self._spooled(name, [record for _, record in entries], span_ids)
+                if records is None:
+                    outcome.retry = f"run {self.id} could not log {len(entries)} records now"
+                    continue
+                # Counted before they are queued: a delivery settled (and its counts stored) before the count was
+                # stored would make a restart forget the record and take the sender's retry of it as new.
+                if self._state is not None:
+                    self._state.arrived(self.id, origin.rank, SPAN_KINDS[name], span_ids)
+                if self._pipeline.processor.offer(name, records):
                     self._seen_spans.update(span_ids)
                     self._tracker.count(origin.rank, SPAN_KINDS[name], len(entries))
                 else:
+                    if self._state is not None:
+                        self._state.not_arrived(self.id, origin.rank, SPAN_KINDS[name], span_ids)
                     self._unspool(records)
                     outcome.retry = f"run {self.id} could not queue {len(entries)} records now"
             for span_id, marker in markers:
@@ -163,23 +174,54 @@ class GatewayRun:
                 self._tracker.mark(marker)
                 _logger.info("run %s: rank %d ended %s", self.id, marker.rank, marker.status.value)
             if genai:
-                # Assembled on the reaper's tick (``due_ending``), never on the request thread.
-                self._seen_spans.update(span_id for span_id, _ in genai)
-                self._episodes.add(origin.rank, [view for _, view in genai])
+                self._take_genai(origin.rank, genai, outcome)
             self._save_arrival_counts()
 
-    def _submit_assembled(self, assembled: list[tuple[int, dict[str, Any]]]) -> None:
-        """Episodes assembled from GenAI spans join the run's records like received ones (and count as arrived)."""
+    def _take_genai(self, rank: int, entries: list[tuple[bytes, GenAISpan]], outcome: Outcome) -> None:
+        """GenAI spans join their traces to await assembly (on the reaper's tick, ``due_ending``, never on the
+        request thread). With durable state they are logged to the run's spool and their span ids stored first, so
+        what the sender sees acknowledged is assembled after a restart too."""
+        seqs: list[int] = []
+        if self._spool is not None and self._state is not None:
+            logged: list[tuple[bytes, GenAISpan, bytes]] = []
+            for span_id, view in entries:
+                try:
+                    logged.append((span_id, view, span_line(rank, span_id, view)))
+                except (ValueError, TypeError, RecursionError) as exc:
+                    self._refuse(f"a GenAI span that cannot be stored ({type(exc).__name__})", outcome)
+            if not logged:
+                return
+            appended = self._spool.append(GENAI_SPAN_KIND, [line for _, _, line in logged])
+            if appended is None:
+                outcome.retry = f"run {self.id} could not log {len(logged)} GenAI spans now"
+                return
+            self._state.remembered(self.id, [span_id for span_id, _, _ in logged])
+            entries, seqs = [(span_id, view) for span_id, view, _ in logged], appended
+        self._seen_spans.update(span_id for span_id, _ in entries)
+        self._episodes.add(rank, [view for _, view in entries], seqs)
+
+    def _submit_assembled(self, assemblies: list[Assembly]) -> None:
+        """Episodes assembled from GenAI spans join the run's records like received ones (and count as arrived);
+        the spans they came from (or of a trace given up) are released from the spool."""
         now = time.time_ns()
-        for rank, record in assembled:
-            received = ReceivedRecord(conv.EPISODE_SPAN, compact_json(record).decode("utf-8"), None, now)
-            self._tracker.count(rank, EPISODES, 1)
-            if self._state is not None:
-                self._state.arrived(self.id, rank, EPISODES, [], count=1)
-            records = self._spooled(conv.EPISODE_SPAN, [received])
+        for assembly in assemblies:
+            if not assembly.episodes:
+                self._release(assembly.seqs)
+                continue
+            received = [
+                ReceivedRecord(conv.EPISODE_SPAN, compact_json(record).decode("utf-8"), None, now)
+                for _, record in assembly.episodes
+            ]
+            records = self._spooled(conv.EPISODE_SPAN, received, consumed=assembly.seqs)
+            arrived = Counter(rank for rank, _ in assembly.episodes)
+            for rank, count in arrived.items():
+                self._tracker.count(rank, EPISODES, count)
+            if self._spool is not None and self._state is not None:
+                self._state.assembled(self.id, arrived, assembly.seqs)
+                self._spool.settle(SPOOL_SINK, assembly.seqs)
             if records is None or not self._pipeline.processor.offer(conv.EPISODE_SPAN, records):
-                self._unspool(records)
-                self.invalid["an assembled GenAI episode found the run's queue full"] += 1
+                self._release([record.seq for record in records or [] if record.seq is not None])
+                self.invalid["an assembled GenAI episode found the run's queue full"] += len(received)
         self._save_arrival_counts()
 
     def accept_rows(self, origin: Origin, rows: list[StepRow], invalid: list[Invalid], outcome: Outcome) -> None:
@@ -188,6 +230,7 @@ class GatewayRun:
         with self._lock:
             if self.state is not RunState.OPEN:
                 self.rejected += len(rows) + len(invalid)
+                self._save_arrival_counts()
                 outcome.reject(len(rows) + len(invalid), self._closed_reason())
                 return
             for problem in invalid:
@@ -235,11 +278,16 @@ class GatewayRun:
     # -- durable state (``--state-dir``) -------------------------------------------------------------
 
     def _save_arrival_counts(self) -> None:
-        """Duplicates, foreign and invalid records as counted on arrival, stored (when they changed) before the
-        sender is answered."""
-        if self._state is None:
+        """Duplicates, foreign, rejected and invalid records as counted on arrival, stored (when they changed)
+        before the sender is answered. Once the run closed its state is gone and nothing more is stored."""
+        if self._state is None or self.state is RunState.CLOSED:
             return
-        counts = {"duplicates": self.duplicates, "foreign": self.foreign, "invalid": dict(self.invalid)}
+        counts = {
+            "duplicates": self.duplicates,
+            "foreign": self.foreign,
+            "rejected": self.rejected,
+            "invalid": dict(self.invalid),
+        }
         if counts != self._stored_arrival_counts:
             self._state.counted(self.id, ARRIVALS, counts)
             self._stored_arrival_counts = counts
@@ -251,14 +299,29 @@ class GatewayRun:
                 self._state.touched(self.id, *world)
                 self._stored_world = world
 
-    def _spooled(self, name: str, records: list[ReceivedRecord]) -> list[ReceivedRecord] | None:
+    def _spooled(
+        self,
+        name: str,
+        records: list[ReceivedRecord],
+        span_ids: list[bytes] | None = None,
+        *,
+        consumed: list[int] | None = None,
+    ) -> list[ReceivedRecord] | None:
         """The records with their seqs in the run's spool (logged before the sender is answered); None when the
-        spool is full."""
+        spool is full. ``span_ids``: each received record's (a restart replays it only if the database remembers
+        it, i.e. its sender was answered); ``consumed``: the seqs of the GenAI spans the records were assembled
+        from."""
         if self._spool is None:
             return records
-        wrapped = [
-            compact_json({"record": r.record_json, "samples": r.samples_json, "end": r.end_time_ns}) for r in records
-        ]
+        wrapped = []
+        for position, record in enumerate(records):
+            entry: dict[str, Any] = {"record": record.record_json, "samples": record.samples_json}
+            entry["end"] = record.end_time_ns
+            if span_ids is not None:
+                entry["id"] = span_ids[position].hex()
+            if consumed is not None:
+                entry["from"] = consumed
+            wrapped.append(compact_json(entry))
         seqs = self._spool.append(name, wrapped)
         if seqs is None:
             return None
@@ -266,7 +329,10 @@ class GatewayRun:
 
     def _unspool(self, records: list[ReceivedRecord] | None) -> None:
         """Records logged but not taken (the sender retries them): never replayed from the spool."""
-        seqs = [record.seq for record in records or [] if record.seq is not None]
+        self._release([record.seq for record in records or [] if record.seq is not None])
+
+    def _release(self, seqs: list[int]) -> None:
+        """Logged entries that are no longer needed: never replayed from the spool."""
         if self._spool is not None and self._state is not None and seqs:
             self._state.unspooled(self.id, seqs)
             self._spool.settle(SPOOL_SINK, seqs)
@@ -292,6 +358,7 @@ class GatewayRun:
         arrivals = stored.counts.get(ARRIVALS)
         if arrivals:
             self.duplicates, self.foreign = int(arrivals["duplicates"]), int(arrivals["foreign"])
+            self.rejected = int(arrivals.get("rejected", 0))
             self.invalid = Counter({str(k): int(v) for k, v in dict(arrivals["invalid"]).items()})
             self._stored_arrival_counts = dict(arrivals)
         _restore_counts(self._pipeline.processor, stored.counts.get(RECORDS_UPLOADER))
@@ -307,7 +374,7 @@ class GatewayRun:
             return 0
         self._spool.recover([SPOOL_SINK])
         requeued = 0
-        while seqs := self._spool.oldest_pending(SPOOL_SINK, 256):
+        for seqs in _pending_chunks(self._spool):
             settled = [seq for seq in seqs if seq in stored.settled]
             if settled:
                 self._spool.settle(SPOOL_SINK, settled)  # delivered before the restart; the ledger had not said so
@@ -315,6 +382,7 @@ class GatewayRun:
                 if not seqs:
                     continue
             by_kind: dict[str, list[ReceivedRecord]] = {}
+            unacknowledged: list[int] = []
             for spooled in self._spool.read(seqs):
                 if spooled.kind == METRIC_ROW_KIND:
                     if self._pipeline.metrics is not None:
@@ -322,11 +390,29 @@ class GatewayRun:
                         requeued += 1
                     continue
                 wrapper = spooled.record
+                if spooled.kind == GENAI_SPAN_KIND:
+                    # Held for assembly again (pending in the spool until its trace is assembled or given up).
+                    rank, span_id, view = read_span_line(wrapper)
+                    if span_id in stored.seen_spans:
+                        self._episodes.add(rank, [view], [spooled.seq])
+                    else:
+                        unacknowledged.append(spooled.seq)  # logged, never acknowledged: its sender sends it again
+                    continue
+                if "id" in wrapper and bytes.fromhex(wrapper["id"]) not in stored.seen_spans:
+                    unacknowledged.append(spooled.seq)  # logged, never acknowledged: its sender sends it again
+                    continue
+                if not all(seq in stored.settled for seq in wrapper.get("from") or ()):
+                    # Assembled from GenAI spans but not yet counted: the spans, still held, are assembled again.
+                    unacknowledged.append(spooled.seq)
+                    continue
                 received = ReceivedRecord(
                     spooled.kind, wrapper["record"], wrapper.get("samples"), int(wrapper.get("end") or 0), spooled.seq
                 )
                 by_kind.setdefault(spooled.kind, []).append(received)
-            self._spool.defer(SPOOL_SINK, seqs)  # in the queue again; settled once delivered
+            self._release(unacknowledged)
+            dropped = set(unacknowledged)
+            # In the queue (or held for assembly) again; settled once delivered (or assembled).
+            self._spool.defer(SPOOL_SINK, [seq for seq in seqs if seq not in dropped])
             for name, records in by_kind.items():
                 self._pipeline.processor.offer(name, records)
                 requeued += len(records)
@@ -374,9 +460,12 @@ class GatewayRun:
         self._finish(ending)
 
     def abandon(self, timeout: float) -> None:
-        """Gateway shutdown: drain what arrived, leave the run open on the platform (its producers may live on)."""
+        """Gateway shutdown: drain what arrived, leave the run open on the platform (its producers may live on).
+        With durable state the run stays open there too, for the next start on the folder to take up, and GenAI
+        spans awaiting assembly stay logged for it; without, what can be assembled now is."""
         if self.begin_close():
-            self._submit_assembled(self._episodes.drain())
+            if self._state is None:
+                self._submit_assembled(self._episodes.drain())
             self._drain(timeout)
             self._finish(None)
 
@@ -430,7 +519,7 @@ class GatewayRun:
             self.ending = ending
             self.closed_at = time.monotonic()
             self.state = RunState.CLOSED
-            if self._state is not None:
+            if self._state is not None and ending is not None:
                 self._state.closed(self.id)
             self._seen_spans.clear()
             self._seen_rows.clear()
@@ -518,6 +607,20 @@ def _restore_counts(uploader: Uploader[Any], stored: Mapping[str, Any] | None) -
     invalid = getattr(uploader, "invalid_reasons", None)
     if invalid is not None:
         invalid.update({str(k): int(v) for k, v in dict(stored.get("invalid") or {}).items()})
+
+
+def _pending_chunks(spool: RunSpool) -> Iterator[list[int]]:
+    """The seqs the spool's ledger held pending when the run was taken up, oldest first, a chunk at a time (GenAI
+    spans stay pending while their trace waits for assembly, so the ledger is read once, not until it empties)."""
+    chunk: list[int] = []
+    for start, stop in spool.sink(SPOOL_SINK).pending.ranges():
+        for seq in range(start, stop):
+            chunk.append(seq)
+            if len(chunk) == _RESTORE_CHUNK:
+                yield chunk
+                chunk = []
+    if chunk:
+        yield chunk
 
 
 def _reason(name: str, error: BaseException) -> str:

@@ -7,7 +7,10 @@ record once and its true status.
   stays refused after a restart).
 - ``runs/<sha256 of the run id>/spool/``: the records taken but not yet delivered, in the SDK's own spool
   (``processors.RunSpool``, one pseudo-sink ``gateway``): appended before the request is acknowledged, settled
-  once delivered, replayed after a restart.
+  once delivered, replayed after a restart. GenAI spans awaiting assembly are logged there too (kind
+  ``genai_span``, with their span id: one whose id the database does not hold was never acknowledged), settled in
+  the write that counts the episodes assembled from them (each episode logged with the seqs of its spans, so an
+  episode logged but not counted is dropped and its spans assembled again), or when their trace is given up.
 - Per delivered batch, in one transaction: its spool seqs (settled: never replayed, whatever the spool's ledger
   says) and a snapshot of the per-sink counts of the uploader that delivered it (delivered, failed with reasons,
   skipped, requests, bytes, episodes Prime Traces wrote). Records replayed after a restart are exactly those of
@@ -39,7 +42,7 @@ from typing import Any
 
 from .._types import RunStatus
 from ..processors._spool import RunSpool
-from ._ending import EndMarker
+from ._ending import EPISODES, EndMarker
 
 SPOOL_SINK = "gateway"
 _DATABASE = "gateway-state.sqlite3"
@@ -218,6 +221,17 @@ class GatewayState:
                 (run_id, rank, kind, len(span_ids) if count is None else count),
             )
 
+    def not_arrived(self, run_id: str, rank: int, kind: str, span_ids: Sequence[bytes]) -> None:
+        """Undo :meth:`arrived` for records that could not be queued after all (their sender sends them again)."""
+        with self._write() as conn:
+            conn.executemany(
+                "DELETE FROM seen_spans WHERE run_id = ? AND span_id = ?", [(run_id, span_id) for span_id in span_ids]
+            )
+            conn.execute(
+                "UPDATE arrivals SET count = count - ? WHERE run_id = ? AND rank = ? AND kind = ?",
+                (len(span_ids), run_id, rank, kind),
+            )
+
     def rows_arrived(self, run_id: str, rank: int, keys: Sequence[tuple[int | None, int]], kind: str) -> None:
         with self._write() as conn:
             conn.executemany(
@@ -228,6 +242,28 @@ class GatewayState:
                 "INSERT INTO arrivals (run_id, rank, kind, count) VALUES (?, ?, ?, ?) "
                 "ON CONFLICT (run_id, rank, kind) DO UPDATE SET count = count + excluded.count",
                 (run_id, rank, kind, len(keys)),
+            )
+
+    def remembered(self, run_id: str, span_ids: Sequence[bytes]) -> None:
+        """Spans taken that count as no arrival yet (GenAI spans awaiting assembly): only their ids are kept."""
+        with self._write() as conn:
+            conn.executemany(
+                "INSERT OR IGNORE INTO seen_spans (run_id, span_id) VALUES (?, ?)",
+                [(run_id, span_id) for span_id in span_ids],
+            )
+
+    def assembled(self, run_id: str, episodes: Mapping[int, int], consumed: Sequence[int]) -> None:
+        """Episodes assembled from GenAI spans (per rank, how many) arrived, and the spool seqs of the spans they were
+        assembled from are settled, in one write: a restart either replays the episodes logged in their stead or
+        assembles the spans again, never both."""
+        with self._write() as conn:
+            conn.executemany(
+                "INSERT INTO arrivals (run_id, rank, kind, count) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (run_id, rank, kind) DO UPDATE SET count = count + excluded.count",
+                [(run_id, rank, EPISODES, count) for rank, count in episodes.items()],
+            )
+            conn.executemany(
+                "INSERT OR IGNORE INTO settled (run_id, seq) VALUES (?, ?)", [(run_id, seq) for seq in consumed]
             )
 
     def marked(self, run_id: str, span_id: bytes, marker: EndMarker) -> None:

@@ -26,11 +26,12 @@ from opentelemetry.trace import SpanContext
 
 from prime_otel import _conventions as conv
 from prime_otel.exporters.otlp import OtlpRecordSink
+from prime_otel.gateway._state import GatewayState
 from prime_otel.projection import build_samples
 from prime_otel.records import RecordSpan
 from prime_otel.testing import LocalPlatform
 from tests.gateway._gateway import Gateway, create_run, wait_for
-from tests.gateway._producer import end_marker, fresh_episodes, record_span, run_resource
+from tests.gateway._producer import end_marker, episode_spans, fresh_episodes, record_span, run_resource
 from tests.genai._spans import chat, reward, text
 
 pytestmark = [pytest.mark.slow]
@@ -317,3 +318,39 @@ def test_an_episode_assembled_from_genai_spans_before_a_restart_still_counts_as_
     assert (closed["status"], closed["missing"]) == ("completed", 0)
     assert len(platform.inspect.episodes(run_id)["items"]) == 1
     assert platform.inspect.samples(run_id)["total"] == 1
+
+
+def test_a_record_logged_but_never_acknowledged_before_the_kill_is_stored_once_from_the_senders_retry(
+    platform: LocalPlatform, tmp_path: Path
+) -> None:
+    """The gateway died between logging a record to the run's spool and storing its span id (left on disk here as
+    that instant leaves it): its sender got no answer and sends the record again. The restarted gateway takes the
+    retry and does not replay the logged copy, so the sample table holds its rows once."""
+    run_id = create_run(platform, "eval", "restart-unacknowledged-record")
+    resource = run_resource(run_id, "eval")
+    acknowledged, unanswered = fresh_episodes("eval", 2), fresh_episodes("eval", 1)
+    state = tmp_path / "state"
+    first = start(platform, tmp_path / "first", state)
+    try:
+        send(first, resource, acknowledged)
+        wait_for(lambda: answered(platform, run_id, "/samples", 1), "the acknowledged rows to be stored")
+        kill(first)
+    finally:
+        first.stop()
+    [retry] = episode_spans(unanswered, resource)
+    attributes = dict(retry.attributes or {})
+    span_id = retry.context.trace_id.to_bytes(16, "big") + retry.context.span_id.to_bytes(8, "big")
+    logged = {
+        "record": attributes[conv.RECORD_JSON],
+        "samples": attributes[conv.SAMPLES_JSON],
+        "end": retry.end_time,
+        "id": span_id.hex(),
+    }
+    assert GatewayState(state).spool(run_id).append(conv.EPISODE_SPAN, [json.dumps(logged).encode()]) is not None
+    with start(platform, tmp_path / "again", state) as again:
+        post(again, encode_spans([retry]).SerializeToString())
+        end(again, resource, 3)
+        closed = again.wait_closed(run_id)
+    assert (closed["status"], closed["missing"]) == ("completed", 0)
+    rows = platform.inspect.samples(run_id)["items"]
+    assert Counter(row["sample_id"] for row in rows) == Counter(e.id for e in acknowledged + unanswered)

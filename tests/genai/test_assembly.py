@@ -4,6 +4,9 @@ captured or not, with failures, several agents, a rewritten history, and the buf
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import math
 import random
 from typing import Any
 
@@ -13,10 +16,10 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.trace import Tracer, use_span
 
-from prime_otel.gateway._genai import EpisodeAssembler
+from prime_otel.gateway._genai import EpisodeAssembler, read_span_line, span_line
 from prime_otel.processors._genai import GenAIEpisodes
 from prime_otel.projection import build_samples, episodes_to_parquet_bytes
-from prime_otel.records._genai import GenAISpan, assemble_episode, marks_episode
+from prime_otel.records._genai import GenAISpan, SpanEvent, assemble_episode, marks_episode
 from prime_otel.records._genai_view import genai_view
 from tests._fixtures import episode_from_record, load_episodes, load_records
 from tests.genai._spans import agent, chat, finished_spans, reward, text, tool, tool_call, tool_result
@@ -136,7 +139,8 @@ def test_the_gateway_assembles_a_trace_once_its_episode_arrived_and_it_settled()
     assembler.add(0, others[2:])
     assert assembler.settled() == []  # a span arrived 0 s ago
     now[0] += 2.5
-    [(rank, record)] = assembler.settled()
+    [assembly] = assembler.settled()
+    [(rank, record)] = assembly.episodes
     assert rank == 0
     assert record == expected
     assert assembler.settled() == []
@@ -149,10 +153,11 @@ def test_the_gateway_forgets_a_trace_whose_episode_span_never_came_and_drains_th
     late = views(finished_spans(two_turns))
     assembler.add(1, late)
     now[0] += 11.0
-    assert [rank for rank, _ in assembler.settled()] == [1]
+    assert [rank for assembly in assembler.settled() for rank, _ in assembly.episodes] == [1]
     assert assembler.abandoned_traces == 1
     assembler.add(0, views(finished_spans(two_turns)))
-    assert len(assembler.drain()) == 1  # closing does not wait for the trace to settle
+    [closing] = assembler.drain()
+    assert len(closing.episodes) == 1  # closing does not wait for the trace to settle
 
 
 def test_a_missing_intermediate_span_is_bridged_only_for_spans_that_crossed_a_network() -> None:
@@ -369,3 +374,37 @@ def test_on_a_tracer_provider_model_calls_outside_any_episode_are_not_kept() -> 
     assert collecting.episodes.evicted_traces == 0
     [record] = collecting.records
     assert len(record["traces"][0]["calls"]) == 1
+
+
+def test_a_genai_span_the_gateway_logs_for_a_restart_reads_back_as_the_same_span() -> None:
+    """Every OTLP attribute type survives the spool's JSON: bytes, arrays, maps (also one that looks like the
+    spool's own tagging), big integers, a lone surrogate from OTLP/JSON, and non-finite doubles."""
+    odd: dict[str, Any] = {
+        "bytes": b"\x00\xffraw",
+        "array": [1, "two", [3.5, None, True]],
+        "map": {"$bytes": "not bytes"},
+        "nested": {"$map": {"x": b"y"}},
+        "big": 2**63 - 1,
+        "surrogate": "\ud800 alone",
+    }
+    span = GenAISpan(
+        trace_id=2**127 + 5,
+        span_id=2**63 + 1,
+        parent_id=None,
+        name="chat m",
+        start_ns=1,
+        end_ns=2,
+        attributes={**odd, "gen_ai.operation.name": "chat", "inf": float("inf")},
+        events=(SpanEvent("gen_ai.evaluation.result", 3, {"score": float("nan"), "raw": b"z"}),),
+        failed=True,
+        status_message="upstream 503",
+    )
+    line = span_line(2, b"\x01" * 24, span)
+    line.decode("ascii")  # the log line is plain ASCII whatever the strings held
+    rank, span_id, back = read_span_line(json.loads(line))
+    assert (rank, span_id) == (2, b"\x01" * 24)
+    assert {key: back.attributes[key] for key in odd} == odd
+    assert back.attributes["inf"] == float("inf") and math.isnan(back.events[0].attributes["score"])
+    assert back.events[0].attributes["raw"] == b"z"
+    same = {"attributes": span.attributes, "events": span.events}
+    assert dataclasses.replace(back, **same) == span
