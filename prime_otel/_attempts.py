@@ -7,8 +7,9 @@ client tells it about every attempt, and a processor's slot sets it around a wri
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Protocol
 
 #: Told ``True`` before every attempt and ``False`` after one that certainly reached no server, so a caller can
@@ -33,6 +34,33 @@ class RequestProgress(Protocol):
 
 #: Set around a sink's write by a caller keeping in-flight markers, for sinks that report their requests.
 REQUEST_PROGRESS: ContextVar[RequestProgress | None] = ContextVar("prime_otel_request_progress", default=None)
+
+
+@dataclass(frozen=True)
+class NumberedRows:
+    """The rows a sink that numbers them (the eval sample table: rollouts per example) made of one record: the
+    counter that numbered them (its key as JSON text; None for rows the producer numbered), the number they took
+    (None likewise), and each row's ``(sample_id, rollout_number)`` key (None for a row without one)."""
+
+    counter: str | None
+    number: int | None
+    keys: Sequence[tuple[str, str] | None]
+
+
+class RowNumbering(Protocol):
+    """Kept around a write by a caller that makes a numbering sink's rows durable (the spool's slot), so that after
+    a crash the rows a request carried can be read back by their keys, and the records are numbered again as they
+    were (positions are those of the records in the batch)."""
+
+    def given(self, position: int) -> int | None:
+        """The number the record took when a write that a crash cut short numbered it, if one did."""
+
+    def numbered(self, rows: Mapping[int, NumberedRows]) -> None:
+        """What the sink made of these records; kept durable before a request carrying them goes out."""
+
+
+#: Set around a sink's write by a caller keeping its rows' numbers and keys with the in-flight marker.
+ROW_NUMBERING: ContextVar[RowNumbering | None] = ContextVar("prime_otel_row_numbering", default=None)
 
 
 #: How the thread sending for one sink waits (a retry's back-off, a pacing gap): called with the seconds to wait and

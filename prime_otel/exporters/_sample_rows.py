@@ -42,6 +42,11 @@ class EncodedSample:
         self._row, self._wrapper, self.data, self.source = row, wrapper, data, source
 
     @property
+    def identity(self) -> dict[str, Any]:
+        """The row's ``sample_id`` and ``rollout_number`` (what a read-back knows it by); its wrapper stays encoded."""
+        return {"sample_id": self._row.get("sample_id"), "rollout_number": self._row.get("rollout_number")}
+
+    @property
     def row(self) -> dict[str, Any]:
         if self._wrapper is not None:
             self._row["info"]["native_wrapper"] = self._wrapper.record
@@ -224,9 +229,18 @@ def environment_name(episode: Any) -> str:
 def next_rollout_number(rollout_numbers: int | MutableMapping[Any, int], summary: Any) -> int:
     if isinstance(rollout_numbers, int):
         return rollout_numbers
-    key = _trace.task_data(summary).get("idx") if isinstance(summary, Mapping) else summary.task.data.idx
+    key = _example_key(summary)
     rollout_numbers[key] = number = rollout_numbers.get(key, 0) + 1
     return number
+
+
+def rollout_counter_key(episode: Any) -> Any:
+    """The key of the per-example counter that numbers the episode's rollout (its summary trace's example)."""
+    return _example_key(episode_traces(episode)[summary_trace_index(episode)])
+
+
+def _example_key(summary: Any) -> Any:
+    return _trace.task_data(summary).get("idx") if isinstance(summary, Mapping) else summary.task.data.idx
 
 
 def fits_one_row(row_bytes: int) -> bool:

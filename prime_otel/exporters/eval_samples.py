@@ -13,6 +13,7 @@ one episode per call costs about one request a second at any rate; a pacer keeps
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import defaultdict
@@ -21,14 +22,20 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from .._attempts import ATTEMPT_LISTENER, REQUEST_PROGRESS, RequestProgress
+from .._attempts import ATTEMPT_LISTENER, REQUEST_PROGRESS, ROW_NUMBERING, NumberedRows, RequestProgress
 from .._sink import SinkWriteError
 from ..client import EvaluationsAPI, RequestPacer, StoredSamples, metered_requests, platform_limit, sample_key
 from ..client._readback import SETTLE_SECONDS, SampleKey
 from ..errors import failure_reason, is_ambiguous, is_permanent, is_record_rejection, is_transient
 from ..records import RecordSpan, compact_json, is_episode, nullify, record_of
 from ._base import RecordSink
-from ._sample_rows import EncodedSample, RecordInput, encode_samples, pack_sample_requests
+from ._sample_rows import (
+    EncodedSample,
+    RecordInput,
+    encode_episode_samples,
+    pack_sample_requests,
+    rollout_counter_key,
+)
 
 _logger = logging.getLogger(__name__)
 
@@ -134,6 +141,8 @@ class EvalSamplesSink(RecordSink):
         self.pacer = RequestPacer(platform_limit(SAMPLES_RATE_LIMIT_VARIABLE, SAMPLES_REQUESTS_PER_MINUTE))
         self._rollout_numbers: dict[Any, int] = {}
         self._warned_skip = False
+        #: Why the last :meth:`read_back` could not read the table (None: it read it).
+        self.last_read_error: BaseException | None = None
 
     def write(self, spans: Sequence[ReadableSpan]) -> None:
         if not self.enabled or not spans:
@@ -173,10 +182,13 @@ class EvalSamplesSink(RecordSink):
                 positions.append(position)
             else:
                 skipped += 1
-        projected = encode_samples(episodes, self._rollout_numbers, records=records)
-        for sample in projected:
-            sample.source = positions[sample.source]
-        ready.extend(projected)
+        numbering = ROW_NUMBERING.get()
+        for episode, record, position in zip(episodes, records, positions, strict=True):
+            given = numbering.given(position) if numbering is not None else None
+            numbers = self._rollout_numbers if given is None else given
+            ready.extend(encode_episode_samples(episode, numbers, record=record, source=position))
+        if numbering is not None:
+            numbering.numbered(self._numbered_rows(ready, dict(zip(positions, episodes, strict=True))))
         if skipped:
             self._count(skipped=skipped)
             if not self._warned_skip:
@@ -186,6 +198,34 @@ class EvalSamplesSink(RecordSink):
                     skipped,
                 )
         return ready
+
+    def _numbered_rows(self, samples: list[EncodedSample], episodes: Mapping[int, Any]) -> dict[int, NumberedRows]:
+        """Per record (position): its rows' keys, and for an episode the counter and number its rollout took (a
+        counter raised to a number given back, so the numbers that follow never repeat it)."""
+        keys: dict[int, list[SampleKey | None]] = defaultdict(list)
+        numbers: dict[int, int] = {}
+        for sample in samples:
+            identity = sample.identity
+            keys[sample.source].append(sample_key(identity))
+            numbers.setdefault(sample.source, identity["rollout_number"])
+        numbered: dict[int, NumberedRows] = {}
+        for position, row_keys in keys.items():
+            episode = episodes.get(position)
+            if episode is None:
+                numbered[position] = NumberedRows(None, None, row_keys)
+                continue
+            counter = rollout_counter_key(episode)
+            number = numbers[position]
+            self._rollout_numbers[counter] = max(self._rollout_numbers.get(counter, 0), number)
+            numbered[position] = NumberedRows(_counter_text(counter), number, row_keys)
+        return numbered
+
+    def continue_numbering(self, counters: Mapping[str, int]) -> None:
+        """Number each example's rollouts after ``counters`` (counter key as JSON text -> its last number), as the
+        ledger of a run this sink takes over kept them."""
+        for text, number in counters.items():
+            counter = json.loads(text)
+            self._rollout_numbers[counter] = max(self._rollout_numbers.get(counter, 0), int(number))
 
     def _send(self, samples: list[EncodedSample]) -> None:
         rows = _RowOutcomes(samples, REQUEST_PROGRESS.get())
@@ -252,6 +292,7 @@ class EvalSamplesSink(RecordSink):
         found it absent (every key absent on the first read), None when no read can tell (or the read failed)."""
         # The reads store nothing: the failed append's in-flight marker (a crash now means possibly missing) stays.
         listener = ATTEMPT_LISTENER.set(None)
+        self.last_read_error = None
         try:
             verdicts = StoredSamples.read(self._api, self._evaluation_id).stored(keys)
             if all(verdict is False for verdict in verdicts):
@@ -259,6 +300,7 @@ class EvalSamplesSink(RecordSink):
                 verdicts = StoredSamples.read(self._api, self._evaluation_id).stored(keys)
         except Exception as exc:
             _logger.warning("could not read back %d sample rows: %s", len(keys), exc)
+            self.last_read_error = exc
             return [None] * len(keys)
         finally:
             ATTEMPT_LISTENER.reset(listener)
@@ -295,3 +337,11 @@ class EvalSamplesSink(RecordSink):
             raise SinkWriteError(
                 cause, len(lost) + len(ambiguous) + len(failed), lost=lost, ambiguous=ambiguous, failed=failed
             )
+
+
+def _counter_text(counter: Any) -> str | None:
+    """A counter's key as JSON text, for the spool's ledger; None for one JSON cannot hold (it is not kept)."""
+    try:
+        return json.dumps(counter)
+    except (TypeError, ValueError):
+        return None

@@ -105,13 +105,10 @@ class SampleUploader:
         keys = [key if key is None else list(key) for key in intent.get("keys", [])]
         ends = [int(intent["end"])] * len(keys)  # only the range's end matters once the rows are settled
         request = SampleRequest(int(intent["start"]), [b""] * len(keys), keys, ends)
-        verdict = self._read_back(request)
-        young = RESUME_SETTLE_SECONDS - (self._clock() - float(intent.get("at", 0.0)))
-        if verdict == "absent" and young > 0:
-            # The server may still be working on a request whose client was just killed: give it time.
-            _logger.info("waiting %.0f s for the sample request an interrupted sync left to settle", young)
-            self._sleep(young)
-            verdict = self._read_back(request)
+        verdicts = read_back_in_flight(
+            self._stored, _sample_keys(keys), float(intent.get("at", 0.0)), clock=self._clock, sleep=self._sleep
+        )
+        verdict = _verdict(verdicts)
         if verdict == "absent":
             _logger.info("the %d sample rows an interrupted sync was sending were not stored", len(keys))
             self._ledger.sample_intent = None
@@ -183,7 +180,10 @@ class SampleUploader:
 
     def _read_back(self, request: SampleRequest) -> str:
         """``stored`` (every row, exactly once), ``absent`` (none, on two reads a settle apart) or ``unknown``."""
-        keys: list[SampleKey | None] = [(key[0], key[1]) if key else None for key in request.keys]
+        return _verdict(self._stored(_sample_keys(request.keys)))
+
+    def _stored(self, keys: Sequence[SampleKey | None]) -> list[bool | None]:
+        """Per key: stored, absent on two reads a settle apart (every key absent on the first), or undecided."""
         try:
             verdicts = StoredSamples.read(self._api, self._evaluation_id).stored(keys)
             if verdicts and all(verdict is False for verdict in verdicts):
@@ -191,9 +191,37 @@ class SampleUploader:
                 verdicts = StoredSamples.read(self._api, self._evaluation_id).stored(keys)
         except Exception as exc:
             _logger.warning("could not read back %d sample rows: %s", len(keys), exc)
-            return "unknown"
-        if verdicts and all(verdict is True for verdict in verdicts):
-            return "stored"
-        if verdicts and all(verdict is False for verdict in verdicts):
-            return "absent"
-        return "unknown"
+            return [None] * len(keys)
+        return verdicts
+
+
+def read_back_in_flight(
+    read_back: Callable[[Sequence[SampleKey | None]], list[bool | None]],
+    keys: Sequence[SampleKey | None],
+    sent_at: float,
+    *,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[bool | None]:
+    """Per key, whether the rows of a request a killed client left in flight (sent at wall-clock ``sent_at``) are
+    stored, absent or undecided. ``read_back`` proves absence on two reads a settle apart; a request younger than
+    ``RESUME_SETTLE_SECONDS`` is read again once it is that old, since the server may still be applying it."""
+    verdicts = read_back(keys)
+    young = RESUME_SETTLE_SECONDS - (clock() - sent_at)
+    if young > 0 and verdicts and all(verdict is False for verdict in verdicts):
+        _logger.info("waiting %.0f s for the sample request a killed client left to settle", young)
+        sleep(young)
+        verdicts = read_back(keys)
+    return verdicts
+
+
+def _sample_keys(keys: Sequence[Sequence[str] | None]) -> list[SampleKey | None]:
+    return [(key[0], key[1]) if key else None for key in keys]
+
+
+def _verdict(verdicts: Sequence[bool | None]) -> str:
+    if verdicts and all(verdict is True for verdict in verdicts):
+        return "stored"
+    if verdicts and all(verdict is False for verdict in verdicts):
+        return "absent"
+    return "unknown"

@@ -44,6 +44,7 @@ from ..client import (
 )
 from ..client._urls import normalize_traces_url
 from ..errors import ConfigurationError, ForbiddenError, PrimeRunsError, is_ambiguous
+from ..exporters.eval_samples import EvalSamplesSink
 from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL
 from ..exporters.traces import upload_context
 from ..processors._spool import RunSpool, SpooledRecord
@@ -53,6 +54,7 @@ from ._lock import FolderLock, RunFolderBusy, held_by
 from ._progress import SyncProgress, interrupted_line
 from ._run_document import RunDocument
 from ._sample_upload import SampleRequest, SampleUploader, row_key
+from ._spool_in_flight import InFlightOutcome, InFlightSamples
 from ._step_objects import StepEpisodes, StepObjectUploader
 from ._writer import EPISODES_FILE, METRICS_FILE, RUN_FILE, SAMPLES_FILE, TRACES_FILE
 
@@ -140,6 +142,8 @@ class SyncResult:
     failed: dict[str, dict[str, int]] = field(default_factory=dict)
     #: Requests sent again after a failure (counted in ``requests`` too).
     retries: int = 0
+    #: Per sink, records a crashed producer's request had in flight that a read-back found stored (not sent again).
+    confirmed: dict[str, int] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -155,12 +159,20 @@ class SyncResult:
             text += f" to {self.destination}"
         if self.closed_as:
             text += f"; closed it as {self.closed_as}"
+        if self.confirmed:
+            listed = ", ".join(f"{name} {count}" for name, count in self.confirmed.items())
+            text += (
+                f"; {sum(self.confirmed.values())} records in flight when the producer died were found stored "
+                f"({listed}), not sent again"
+            )
         if self.possibly_missing:
-            missing: dict[str, int] = {}
+            missing: dict[tuple[str, str | None], int] = {}
             for entry in self.possibly_missing:
-                name = str(entry.get("file") or entry.get("sink"))
+                name = (str(entry.get("file") or entry.get("sink")), entry.get("reason"))
                 missing[name] = missing.get(name, 0) + int(entry["rows"])
-            listed = ", ".join(f"{name} {count}" for name, count in missing.items())
+            listed = ", ".join(
+                f"{name} {count}" + (f" ({reason})" if reason else "") for (name, reason), count in missing.items()
+            )
             text += f"; {sum(missing.values())} records may be missing (ambiguous failure, never resent): {listed}"
         for sink, reasons in self.failed.items():
             why = ", ".join(f"{reason} {count}" for reason, count in reasons.items())
@@ -537,6 +549,7 @@ class SpoolSync:
         resource = Resource.create({"run.id": self.run_id})
         uploaded: dict[str, int] = {}
         missing: list[dict[str, Any]] = []
+        confirmed: dict[str, int] = {}
         failed: dict[str, dict[str, int]] = {}
         closed_as: str | None = None
         closing_requests = 0
@@ -549,6 +562,8 @@ class SpoolSync:
                 # no sinks: it feeds the sinks of its stream, exactly as the live run's spool did.
                 declared = spool.sinks or [sink.name for sink in streams[_stream_of(spool)]]
                 names = [name for name in declared if name in sinks and not sinks[name].quiet_off_reason]
+                for name, outcome in _settle_in_flight_samples(spool, [sinks[name] for name in names]).items():
+                    confirmed[name] = confirmed.get(name, 0) + outcome.stored
                 spool.recover(names)
                 for name in names:
                     slot = SinkSlot(sinks[name], spool=spool)
@@ -572,8 +587,7 @@ class SpoolSync:
                     for reason, count in refusals.items():
                         reasons = failed.setdefault(name, {})
                         reasons[reason] = reasons.get(reason, 0) + count
-                    if spool.sink(name).missing:
-                        missing.append({"sink": name, "rows": len(spool.sink(name).missing)})
+                    missing.extend(_possibly_missing(spool, name))
                     if slot.pending:
                         raise ConfigurationError(
                             f"the {name} sink could not take {slot.pending} spooled records now; run sync again later"
@@ -600,6 +614,7 @@ class SpoolSync:
             destination=self.settings.base_url,
             failed=failed,
             retries=self.http.retries,
+            confirmed={name: count for name, count in confirmed.items() if count},
         )
 
     def _url(self) -> str:
@@ -657,6 +672,27 @@ def _open_spools(folder: Path) -> list[RunSpool]:
         return RunSpool.all_in(folder)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ConfigurationError(f"a spool in {folder} cannot be read ({type(exc).__name__}: {exc})") from None
+
+
+def _settle_in_flight_samples(spool: RunSpool, sinks: list[Sink]) -> dict[str, InFlightOutcome]:
+    """Before the spool is recovered: the sample request in flight when the producer died, read back; the sink
+    then numbers what it replays after the rollouts the run gave out."""
+    outcomes: dict[str, InFlightOutcome] = {}
+    for sink in sinks:
+        if isinstance(sink, EvalSamplesSink):
+            outcomes[sink.name] = InFlightSamples(spool, sink).settle()
+            sink.continue_numbering(spool.sink(sink.name).counters)
+    return outcomes
+
+
+def _possibly_missing(spool: RunSpool, name: str) -> list[dict[str, Any]]:
+    """The sink's possibly missing records, per reason where the ledger knows it."""
+    ledger = spool.sink(name)
+    entries = [{"sink": name, "rows": rows, "reason": reason} for reason, rows in ledger.missing_reasons.items()]
+    unexplained = len(ledger.missing) - sum(ledger.missing_reasons.values())
+    if unexplained > 0:
+        entries.append({"sink": name, "rows": unexplained})
+    return entries
 
 
 def _stream_of(spool: RunSpool) -> str:

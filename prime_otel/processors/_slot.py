@@ -7,11 +7,11 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from .._attempts import ATTEMPT_LISTENER, REQUEST_PROGRESS
+from .._attempts import ATTEMPT_LISTENER, REQUEST_PROGRESS, ROW_NUMBERING, NumberedRows
 from .._sink import Record, RejectingSink, Sink, SinkWriteError
 from ..errors import failure_reason, is_ambiguous, is_record_rejection, is_transient
 from ._spool import RunSpool, SpooledRecord
@@ -42,7 +42,9 @@ class _WriteInFlight:
 
     A sink that reports its requests (``by_request``) gets a marker naming only the records a request under way
     may store, and the records each request stored settled before the next one goes out; what it never attempted
-    stays for a replay after a crash. Any other sink's whole batch is marked for every attempt.
+    stays for a replay after a crash. Any other sink's whole batch is marked for every attempt. A sink that numbers
+    its rows says what it made of each record (``ROW_NUMBERING``): the numbers and row keys go to disk with the
+    marker, so a sync can read the rows in flight back and number what it sends as the run did.
     """
 
     def __init__(self, spool: RunSpool, name: str, seqs: list[int], *, replayed: bool, by_request: bool) -> None:
@@ -58,16 +60,27 @@ class _WriteInFlight:
 
     def __enter__(self) -> _WriteInFlight:
         self._spool.begin_write(self._name, self._seqs)
-        self._tokens = [ATTEMPT_LISTENER.set(self._attempt), REQUEST_PROGRESS.set(self if self._by_request else None)]
+        self._tokens = [
+            ATTEMPT_LISTENER.set(self._attempt),
+            REQUEST_PROGRESS.set(self if self._by_request else None),
+            ROW_NUMBERING.set(self),
+        ]
         return self
 
     def __exit__(self, *_: object) -> None:
-        attempts, progress = self._tokens
+        attempts, progress, numbering = self._tokens
+        ROW_NUMBERING.reset(numbering)
         REQUEST_PROGRESS.reset(progress)
         ATTEMPT_LISTENER.reset(attempts)
 
     def end(self) -> None:
-        self._spool.end_write(self._name)
+        self._spool.end_write(self._name, self._seqs)
+
+    def given(self, position: int) -> int | None:
+        return self._spool.given_number(self._name, self._seqs[position])
+
+    def numbered(self, rows: Mapping[int, NumberedRows]) -> None:
+        self._spool.note_rows(self._name, {self._seqs[position]: made for position, made in rows.items()})
 
     def _attempt(self, sending: bool) -> None:
         if not self._by_request:

@@ -32,12 +32,13 @@ import threading
 import time
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from .._attempts import NumberedRows
 from .._files import write_json_atomically
 from .._fork import register_for_fork_reset
 
@@ -165,7 +166,12 @@ class SinkLedger:
     """One sink's view of the log: ``pending`` seqs await a replay, ``missing`` may or may not have been
     applied (never replayed), ``inflight`` was being sent by a non-idempotent request when last written, and
     ``sending`` holds the records of the batch being written that have no outcome yet (after a crash, those not
-    in flight are pending). ``failed`` counts records the platform rejected for good (settled, never replayed)."""
+    in flight are pending). ``failed`` counts records the platform rejected for good (settled, never replayed).
+
+    For a sink that numbers its rows (``ROW_NUMBERING``): ``rows`` holds what it made of each record of the batch
+    being written (numbers and row keys), ``counters`` the last number each counter gave, and ``inflight_at`` the
+    wall-clock time the marker last went out; ``missing_reasons`` says why records are possibly missing (reason ->
+    records), when it is known."""
 
     pending: SeqSet = field(default_factory=SeqSet)
     missing: SeqSet = field(default_factory=SeqSet)
@@ -178,9 +184,13 @@ class SinkLedger:
     spooled: int = 0
     replayed: int = 0
     failed: int = 0
+    rows: dict[int, NumberedRows] = field(default_factory=dict)
+    counters: dict[str, int] = field(default_factory=dict)
+    inflight_at: float = 0.0
+    missing_reasons: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        document: dict[str, Any] = {
             "pending": _ranges(self.pending),
             "missing": _ranges(self.missing),
             "inflight": _ranges(self.inflight),
@@ -191,6 +201,22 @@ class SinkLedger:
             "replayed": self.replayed,
             "failed": self.failed,
         }
+        if self.inflight_at:
+            document["inflight_at"] = self.inflight_at
+        if self.rows:
+            document["rows"] = {
+                str(seq): {
+                    "counter": made.counter,
+                    "number": made.number,
+                    "keys": [list(k) if k else None for k in made.keys],
+                }
+                for seq, made in self.rows.items()
+            }
+        if self.counters:
+            document["counters"] = self.counters
+        if self.missing_reasons:
+            document["missing_reasons"] = self.missing_reasons
+        return document
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SinkLedger:
@@ -204,6 +230,17 @@ class SinkLedger:
             spooled=int(data.get("spooled", 0)),
             replayed=int(data.get("replayed", 0)),
             failed=int(data.get("failed", 0)),
+            rows={
+                int(seq): NumberedRows(
+                    made.get("counter"),
+                    None if made.get("number") is None else int(made["number"]),
+                    [(str(k[0]), str(k[1])) if k else None for k in made.get("keys", [])],
+                )
+                for seq, made in data.get("rows", {}).items()
+            },
+            counters={str(counter): int(number) for counter, number in data.get("counters", {}).items()},
+            inflight_at=float(data.get("inflight_at", 0.0)),
+            missing_reasons={str(reason): int(count) for reason, count in data.get("missing_reasons", {}).items()},
         )
 
 
@@ -630,24 +667,74 @@ class RunSpool:
             if seqs:
                 ledger.through = max(ledger.through, max(seqs) + 1)
 
-    def end_write(self, name: str) -> None:
-        """The batch's write is over: every record has its outcome."""
+    def end_write(self, name: str, seqs: Sequence[int] = ()) -> None:
+        """The batch ``seqs``'s write is over: every record has its outcome (and needs its numbers no more)."""
         ledger = self.sink(name)
         with self._lock:
             ledger.sending = set()
             marked, ledger.inflight = ledger.inflight, []
+            for seq in seqs if ledger.rows else ():
+                ledger.rows.pop(seq, None)
         if marked:
             self.save()
 
     def mark_inflight(self, name: str, seqs: Sequence[int]) -> None:
-        """Written before a non-idempotent request, so a crash mid-request means 'possibly missing', not a replay.
-        The ledger is written only when the marker changes: the one on disk is the same otherwise."""
+        """Written before a non-idempotent request, so a crash mid-request leaves its records to be read back (or
+        reported as possibly missing), never replayed blindly. Written before every attempt, with the time it goes
+        out: a server may still be applying a request a crash cut short, so how old it is matters."""
         ledger = self.sink(name)
         marked = sorted(seqs)
         with self._lock:
-            if ledger.inflight == marked:
+            if not marked and not ledger.inflight:
                 return
             ledger.inflight = marked
+            if marked:
+                ledger.inflight_at = time.time()
+        self.save()
+
+    def note_rows(self, name: str, rows: Mapping[int, NumberedRows]) -> None:
+        """What a numbering sink made of these records of the batch being written; written with the in-flight
+        marker, before any request carrying them goes out."""
+        ledger = self.sink(name)
+        with self._lock:
+            ledger.rows.update(rows)
+            for made in rows.values():
+                if made.counter is not None and made.number is not None:
+                    ledger.counters[made.counter] = max(ledger.counters.get(made.counter, 0), made.number)
+
+    def given_number(self, name: str, seq: int) -> int | None:
+        """The number ``seq`` took in a write a crash cut short (replayed, it is numbered the same)."""
+        ledger = self.sink(name)
+        with self._lock:
+            made = ledger.rows.get(seq)
+            return made.number if made is not None else None
+
+    def rows_in_flight(self, name: str) -> dict[int, NumberedRows]:
+        """After the producer died, before :meth:`recover`: what the request in flight carried, per record with
+        row keys (the others are possibly missing)."""
+        ledger = self.sink(name)
+        with self._lock:
+            return {seq: ledger.rows[seq] for seq in ledger.inflight if seq in ledger.rows and ledger.rows[seq].keys}
+
+    def resolve_in_flight(
+        self, name: str, *, stored: Iterable[int], absent: Iterable[int], undecided: Iterable[int], reason: str
+    ) -> None:
+        """What a read-back made of records in flight when the producer died: ``stored`` is delivered, ``absent``
+        waits for a replay (under the numbers it had), ``undecided`` is possibly missing for ``reason``."""
+        ledger = self.sink(name)
+        stored, absent, undecided = sorted(stored), sorted(absent), sorted(undecided)
+        with self._lock:
+            done = {*stored, *absent, *undecided}
+            ledger.inflight = [seq for seq in ledger.inflight if seq not in done]
+            ledger.sending.difference_update(done)
+            ledger.delivered += len(stored)
+            ledger.pending.update(absent)
+            ledger.spooled += len(absent)
+            ledger.missing.update(undecided)
+            if undecided:
+                ledger.missing_reasons[reason] = ledger.missing_reasons.get(reason, 0) + len(undecided)
+            for seq in (*stored, *undecided):
+                ledger.rows.pop(seq, None)
         self.save()
 
     def oldest_pending(self, name: str, count: int) -> list[int]:
@@ -663,6 +750,8 @@ class RunSpool:
                 ledger = self._sinks.setdefault(name, SinkLedger())
                 if ledger.inflight:
                     ledger.missing.update(ledger.inflight)
+                    for seq in ledger.inflight:
+                        ledger.rows.pop(seq, None)
                     ledger.pending.difference_update(ledger.inflight)
                     ledger.through = max(ledger.through, max(ledger.inflight) + 1)
                 unattempted = sorted(

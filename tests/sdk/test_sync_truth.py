@@ -29,6 +29,9 @@ TEAM = "team_sync"
 SHARED_KEY = "pit_local_sync_truth_key"
 WAIT_SECONDS = 60.0
 HANG_SECONDS = 8.0  # long enough that a request is still in flight when the producer is killed
+#: A samples request the server applies this long after it came: after its client was killed, but before a sync
+#: may count it as not stored (``RESUME_SETTLE_SECONDS``).
+APPLYING_SECONDS = 3.0
 
 TRAINING_PRELUDE = """
 _TRAIN = load_records("train")
@@ -334,13 +337,14 @@ announce(run)
 def test_sample_rows_packed_behind_the_post_in_flight_when_the_producer_died_land_once(
     sync: Sync, platform: LocalPlatform, producer: Producer
 ) -> None:
-    """One batch of three episodes goes to the sample table in three POSTs; the producer dies during the second.
-    The first is stored and the third was never sent: sync sends only the third and reports only the second's
-    episode as possibly missing. Once the hung POST has ended, the first and third episodes' rows are in the
-    table once, and the second's once or not at all."""
+    """One batch of three episodes goes to the sample table in three POSTs; the producer dies during the second,
+    which the server is still working on when the sync starts (or never got whole: the kill may cut its body
+    short). The first is stored and the third was never sent: the sync waits until the second request is old
+    enough for the server to be done with it, then finds its rows stored (and does not send them again) or absent
+    (and sends them), and sends the third. Every episode's rows end up in the table once."""
     samples_path = "/api/v1/evaluations/*/samples"
     platform.inspect.add_fault(method="POST", path=samples_path, action="delay", delay_s=0, times=1)
-    platform.inspect.add_fault(method="POST", path=samples_path, action="delay", delay_s=HANG_SECONDS, times=None)
+    platform.inspect.add_fault(method="POST", path=samples_path, action="delay", delay_s=APPLYING_SECONDS, times=None)
     runs = producer.workdir / "runs"
     running = producer.start(
         EVAL_PRELUDE
@@ -366,18 +370,13 @@ sys.stdin.readline()
 
     result = sync(folder, platform)
 
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert "eval_samples 1;" in result.stdout, result.stdout
-    assert "1 records may be missing" in result.stdout and "eval_samples 1" in result.stdout, result.stdout
-
-    def sample_posts() -> list[dict[str, Any]]:
-        return [r for r in platform.inspect.requests(limit=10_000, run_id=run_id) if r["path"].endswith("/samples")]
-
-    # Two POSTs from the producer (the second recorded once it landed or its connection dropped), one from the sync.
-    wait_until(lambda: len(sample_posts()) == 3, "the hung POST's end")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "may be missing" not in result.stdout, result.stdout
+    found_stored = "1 records in flight when the producer died were found stored (eval_samples 1)" in result.stdout
+    assert f"eval_samples {1 if found_stored else 2};" in result.stdout, result.stdout
     rows = platform.inspect.samples(run_id, limit=10)["items"]
     stored = sorted(str(row["completion"])[:400].split("episode-")[1].split(" ")[0] for row in rows)
-    assert stored in (["0", "2"], ["0", "1", "2"])  # the episode in flight is stored once or not at all
+    assert stored == ["0", "1", "2"]
 
 
 def test_a_spool_is_delivered_to_the_platform_its_run_folder_names_and_nowhere_else(
