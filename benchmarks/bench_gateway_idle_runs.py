@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from prime_otel.testing import start_local_platform  # noqa: E402
-from tests.gateway._gateway import Gateway, wait_for  # noqa: E402
+from tests._waiting import wait_for  # noqa: E402
+from tests.gateway._gateway import Gateway  # noqa: E402
 from tests.gateway._producer import episode_spans, fresh_episodes, run_resource  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"

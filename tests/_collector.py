@@ -16,7 +16,7 @@ from types import TracebackType
 import pytest
 
 from prime_otel._processes import terminate
-from tests.gateway._gateway import wait_for
+from tests._waiting import wait_for
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "collector-config"
 BINARY = CONFIG_DIR / "dist" / "otelcol-prime"

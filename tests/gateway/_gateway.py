@@ -111,17 +111,6 @@ class Gateway:
         self.stop()
 
 
-def wait_for(predicate: Any, what: str, timeout: float = WAIT_SECONDS) -> Any:
-    """Poll ``predicate`` until it returns something truthy (bounded)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-
-
 def create_run(
     platform: LocalPlatform,
     kind: RunKind,

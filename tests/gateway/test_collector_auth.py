@@ -13,8 +13,9 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExportResult
 
 from prime_otel.testing import LocalPlatform
+from tests._waiting import wait_for
 from tests.gateway._collector import agent_collector
-from tests.gateway._gateway import Gateway, create_run, wait_for
+from tests.gateway._gateway import Gateway, create_run
 from tests.gateway._producer import end_marker, episode_spans, fresh_episodes, run_resource
 
 pytestmark = [

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from prime_otel.testing import LocalPlatform
+from tests._waiting import wait_for
 from tests.gateway._collector import agent_collector
-from tests.gateway._gateway import Gateway, wait_for
+from tests.gateway._gateway import Gateway
 from tests.gateway._rank_process import Rank
 
 FLEET_LEASE_SECONDS = 4

@@ -29,7 +29,8 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 
 from prime_otel.gateway._auth import TOKENS_ENV
 from prime_otel.testing import LocalPlatform
-from tests.gateway._gateway import Gateway, create_run, wait_for
+from tests._waiting import wait_for
+from tests.gateway._gateway import Gateway, create_run
 from tests.gateway._producer import end_marker, episode_spans, fresh_episodes, run_resource
 
 ALPHA = "alpha-token-3f9c2a"

@@ -5,10 +5,8 @@ Retry-After (gRPC UNAVAILABLE) until room is made, and a deflate bomb is a 413."
 from __future__ import annotations
 
 import gzip
-import time
 import zlib
 from collections.abc import Iterator
-from typing import Any
 
 import grpc
 import pytest
@@ -20,6 +18,7 @@ from starlette.testclient import TestClient
 from prime_otel.gateway import RunRegistry, create_app
 from prime_otel.gateway._grpc import start_grpc_server
 from prime_otel.gateway._limits import GatewayLimits
+from tests._waiting import wait_for
 from tests.gateway._producer import end_marker, record_span, run_resource
 from tests.gateway._sinks import GatedPipelines
 
@@ -44,13 +43,6 @@ def episode_body(run_id: str, record_id: str = "episode-1", **resource: int) -> 
     return encode_spans([record_span(run_resource(run_id, "eval", **resource), record)]).SerializeToString()
 
 
-def wait_until(predicate: Any) -> None:
-    deadline = time.monotonic() + 10
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 def test_a_world_size_or_rank_above_the_cap_is_refused_and_other_runs_still_close(pipelines: GatedPipelines) -> None:
     pipelines.sink.gate.set()
     registry = registry_with(pipelines, max_world_size=8)
@@ -69,7 +61,7 @@ def test_a_world_size_or_rank_above_the_cap_is_refused_and_other_runs_still_clos
                 spans.append(end_marker(run_resource("run-fine", "eval", rank=rank, world_size=8), owner=False))
             answer = client.post("/v1/traces", content=encode_spans(spans).SerializeToString(), headers=PROTOBUF)
             assert answer.status_code == 200
-            wait_until(lambda: ("run-fine", "completed") in pipelines.backend.finalized)
+            wait_for(lambda: ("run-fine", "completed") in pipelines.backend.finalized, "run-fine to end", timeout=10)
     finally:
         registry.stop(5)
 
@@ -89,9 +81,11 @@ def test_one_run_too_many_waits_with_503_until_a_run_closes(pipelines: GatedPipe
 
             end = encode_spans([end_marker(run_resource("run-2", "eval"), episodes=1)]).SerializeToString()
             assert client.post("/v1/traces", content=end, headers=PROTOBUF).status_code == 200
-            wait_until(lambda: ("run-2", "completed") in pipelines.backend.finalized)
-            wait_until(
-                lambda: client.post("/v1/traces", content=episode_body("run-3"), headers=PROTOBUF).status_code == 200
+            wait_for(lambda: ("run-2", "completed") in pipelines.backend.finalized, "run-2 to complete", timeout=10)
+            wait_for(
+                lambda: client.post("/v1/traces", content=episode_body("run-3"), headers=PROTOBUF).status_code == 200,
+                "a new run to be taken once one closed",
+                timeout=10,
             )
     finally:
         registry.stop(5)
@@ -112,8 +106,8 @@ def test_records_queued_past_the_gateway_wide_bound_answer_503_and_grpc_unavaila
                 stub.Export(request, timeout=10)
             assert unavailable.value.code() is grpc.StatusCode.UNAVAILABLE
             pipelines.sink.gate.set()
-            wait_until(lambda: len(pipelines.sink.written) == 1)
-            wait_until(lambda: registry.queued_bytes() == 0)
+            wait_for(lambda: len(pipelines.sink.written) == 1, "the record to be written", timeout=10)
+            wait_for(lambda: registry.queued_bytes() == 0, "the queue to empty", timeout=10)
             assert client.post("/v1/traces", content=episode_body("run-b"), headers=PROTOBUF).status_code == 200
             stub.Export(request, timeout=10)
     finally:

@@ -18,7 +18,8 @@ from opentelemetry.trace import SpanContext
 
 from prime_otel import _conventions as conv
 from prime_otel.testing import LocalPlatform
-from tests.gateway._gateway import Gateway, create_run, wait_for
+from tests._waiting import wait_for
+from tests.gateway._gateway import Gateway, create_run
 from tests.gateway._producer import end_marker, episode_spans, fresh_episodes, record_span, run_resource
 from tests.gateway._wire import DEPTH, request_with_deep_span
 

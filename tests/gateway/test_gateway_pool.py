@@ -9,7 +9,8 @@ import httpx
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
 from prime_otel.testing import LocalPlatform
-from tests.gateway._gateway import Gateway, wait_for
+from tests._waiting import wait_for
+from tests.gateway._gateway import Gateway
 from tests.gateway._producer import episode_spans, fresh_episodes, run_resource
 
 RUNS = 150

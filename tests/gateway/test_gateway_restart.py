@@ -18,8 +18,9 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from prime_otel import _conventions as conv
 from prime_otel.testing import LocalPlatform
 from tests._collector import free_port
+from tests._waiting import wait_for
 from tests.gateway._collector import agent_collector
-from tests.gateway._gateway import Gateway, create_run, wait_for
+from tests.gateway._gateway import Gateway, create_run
 from tests.gateway._producer import end_marker, episode_spans, fresh_episodes, run_resource, step_metrics
 from tests.gateway._rank_process import Rank
 

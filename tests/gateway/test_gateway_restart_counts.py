@@ -15,7 +15,8 @@ from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExp
 from opentelemetry.sdk.metrics.export import MetricExportResult
 
 from prime_otel.testing import LocalPlatform
-from tests.gateway._gateway import create_run, wait_for
+from tests._waiting import wait_for
+from tests.gateway._gateway import create_run
 from tests.gateway._producer import end_marker, fresh_episodes, run_resource, step_metrics
 from tests.gateway.test_gateway_restart_exactly_once import AUTH, HOLD_SECONDS, end, held, kill, post, send, start
 

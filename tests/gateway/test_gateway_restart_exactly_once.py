@@ -30,7 +30,8 @@ from prime_otel.gateway._state import GatewayState
 from prime_otel.projection import build_samples
 from prime_otel.records import RecordSpan
 from prime_otel.testing import LocalPlatform
-from tests.gateway._gateway import Gateway, create_run, wait_for
+from tests._waiting import wait_for
+from tests.gateway._gateway import Gateway, create_run
 from tests.gateway._producer import end_marker, episode_spans, fresh_episodes, record_span, run_resource
 from tests.genai._spans import chat, reward, text
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from prime_otel import _conventions as conv
 from prime_otel.testing import LocalPlatform
-from tests.gateway._gateway import LEASE_SECONDS, Gateway, wait_for
+from tests._waiting import wait_for
+from tests.gateway._gateway import LEASE_SECONDS, Gateway
 from tests.gateway._rank_process import Rank
 
 QUIET_SECONDS = LEASE_SECONDS * 2.5

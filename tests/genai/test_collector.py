@@ -20,7 +20,8 @@ from prime_otel.testing import LocalPlatform, start_local_platform
 from tests._collector import Collector, agent
 from tests._fixtures import load_episodes
 from tests._platform import point_sdk_at
-from tests.gateway._gateway import Gateway, create_run, wait_for
+from tests._waiting import wait_for
+from tests.gateway._gateway import Gateway, create_run
 from tests.genai._agent import MODEL, openai_instrumented, run_agent
 from tests.genai._chat import ChatServer
 from tests.genai._expect import check_episode, check_sample_row

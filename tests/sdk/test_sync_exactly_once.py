@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from prime_otel.cli import main
 from prime_otel.offline import _progress
 from prime_otel.testing import LocalPlatform, start_local_platform
 from tests._fixtures import fresh_records
+from tests._waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 TEAM = "team_exactly_once"
@@ -94,14 +95,6 @@ def ledger(folder: Path) -> dict[str, Any]:
         return {}
 
 
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
-
-
 def run_named(platform: LocalPlatform, name: str) -> str:
     (found,) = [run["id"] for run in platform.inspect.runs() if run["name"] == name]
     return str(found)
@@ -127,7 +120,7 @@ def test_a_second_sync_of_a_folder_being_synced_says_who_holds_it_and_sends_noth
     platform.inspect.add_fault(method="POST", path="/api/v1/traces", action="delay", delay_s=3.0)
     first = start_sync(folder)
     try:
-        wait_until(lambda: ledger(folder).get("platform_id") is not None, "the first sync to register the run")
+        wait_for(lambda: ledger(folder).get("platform_id") is not None, "the first sync to register the run")
         seen = last_seq(platform)
 
         returncode, out, err = sync_here(folder, capsys)
@@ -155,7 +148,7 @@ def test_an_interrupted_sync_says_in_one_line_what_it_sent_and_the_next_one_send
     folder = offline_eval(name, 5)
     platform.inspect.add_fault(method="POST", path="/api/v1/evaluations/*/samples", action="delay", delay_s=2.0)
     running = start_sync(folder)
-    wait_until(lambda: ledger(folder).get("sample_intent") is not None, "the samples POST's intent")
+    wait_for(lambda: ledger(folder).get("sample_intent") is not None, "the samples POST's intent")
     time.sleep(0.5)  # the POST is at the server now, which holds it for two seconds
     running.send_signal(how)
     stdout, stderr = running.communicate(timeout=WAIT_SECONDS)
@@ -166,7 +159,7 @@ def test_an_interrupted_sync_says_in_one_line_what_it_sent_and_the_next_one_send
     assert line.startswith("prime-otel sync: interrupted; sent episodes.jsonl 5 in ")
     assert f"Run 'prime-otel sync {folder}' again" in line
     run_id = run_named(platform, name)
-    wait_until(lambda: platform.inspect.samples(run_id)["total"] == 5, "the server to apply the interrupted POST")
+    wait_for(lambda: platform.inspect.samples(run_id)["total"] == 5, "the server to apply the interrupted POST")
 
     returncode, out, err = sync_here(folder, capsys)
 
@@ -184,7 +177,7 @@ def test_a_sync_resumed_at_once_waits_for_the_request_its_killed_predecessor_lef
     folder = offline_eval("resumed-at-once", 4)
     platform.inspect.add_fault(method="POST", path="/api/v1/evaluations/*/samples", action="delay", delay_s=4.0)
     running = start_sync(folder)
-    wait_until(lambda: ledger(folder).get("sample_intent") is not None, "the samples POST to be in flight")
+    wait_for(lambda: ledger(folder).get("sample_intent") is not None, "the samples POST to be in flight")
     time.sleep(0.5)  # the POST is at the server now, which holds it for four seconds
     running.send_signal(signal.SIGKILL)
     running.communicate(timeout=WAIT_SECONDS)
@@ -198,7 +191,7 @@ def test_a_sync_resumed_at_once_waits_for_the_request_its_killed_predecessor_lef
         posts = platform.inspect.requests(limit=10_000, run_id=run_id)
         return any(r.get("fault") and r["path"].endswith("/samples") for r in posts)
 
-    wait_until(held_post_ended, "the server to finish the POST it held")
+    wait_for(held_post_ended, "the server to finish the POST it held")
     assert platform.inspect.samples(run_id)["total"] == 4
     assert requests_to(platform, run_id, "POST", "/samples") == 1
 
@@ -272,7 +265,7 @@ def killed_at_random(
     for rule in chooser.sample(faults, 2):
         platform.inspect.add_fault(**rule)
     running = start_sync(folder)
-    wait_until(lambda: ledger(folder).get("platform_id") is not None or running.poll() is not None, "a registration")
+    wait_for(lambda: ledger(folder).get("platform_id") is not None or running.poll() is not None, "a registration")
     time.sleep(chooser.uniform(0.0, 0.8))
     alive = running.poll() is None
     running.send_signal(signal.SIGKILL)

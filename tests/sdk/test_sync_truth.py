@@ -23,6 +23,7 @@ from prime_otel.cli import main
 from prime_otel.client import MAX_ATTEMPTS
 from prime_otel.testing import LocalPlatform, start_local_platform
 from tests._fixtures import fresh_records, load_episodes, load_json
+from tests._waiting import wait_for
 from tests.lifecycle._producer import Producer, Running
 
 TEAM = "team_sync"
@@ -127,14 +128,6 @@ def spooled_lines(folder: Path, spool: str) -> int:
     return sum(path.read_bytes().count(b"\n") for path in (folder / spool).glob("log-*.jsonl"))
 
 
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def kill(running: Running) -> None:
     running.send_signal(signal.SIGKILL)
     outcome = running.finish()
@@ -183,8 +176,8 @@ sys.stdin.readline()
         "killed-training",
     )
     running.wait_for("LOGGED")
-    wait_until(lambda: spooled_lines(folder, "spool-records") == 6, "the six episodes in the spool")
-    wait_until(lambda: spooled_lines(folder, "spool-metrics") == 3, "the three metric rows in the spool")
+    wait_for(lambda: spooled_lines(folder, "spool-records") == 6, "the six episodes in the spool")
+    wait_for(lambda: spooled_lines(folder, "spool-metrics") == 3, "the three metric rows in the spool")
     kill(running)
     platform.inspect.clear_faults()
     before = platform.inspect.run(run_id)
@@ -253,7 +246,7 @@ sys.stdin.readline()
         "queued-steps",
     )
     running.wait_for("LOGGED")
-    wait_until(lambda: in_flight(folder, "rft_samples") == 2, "step 1's confirm")
+    wait_for(lambda: in_flight(folder, "rft_samples") == 2, "step 1's confirm")
     kill(running)
     platform.inspect.clear_faults()
 
@@ -265,7 +258,7 @@ sys.stdin.readline()
     # The hung confirm may still be applied by the server after its client died, or dropped with the connection:
     # either way step 1 is stored at most once, and the steps sync sent are stored once each.
     settled_by = time.monotonic() + HANG_SECONDS + 2
-    wait_until(
+    wait_for(
         lambda: platform.inspect.step_rows(run_id, 1)["total"] == 2 or time.monotonic() > settled_by,
         "the hung confirm of step 1 to land or be dropped",
     )
@@ -295,7 +288,7 @@ sys.stdin.readline()
         "ambiguous-step",
     )
     running.wait_for("LOGGED")
-    wait_until(lambda: in_flight(folder, "rft_samples") == 4, "step 2's confirm behind step 1's")
+    wait_for(lambda: in_flight(folder, "rft_samples") == 4, "step 2's confirm behind step 1's")
     kill(running)
     platform.inspect.clear_faults()
 
@@ -307,7 +300,7 @@ sys.stdin.readline()
     # The hung confirm may still be applied by the server after its client died, or dropped with the connection:
     # either way step 2 is stored at most once, and the steps sync sent are stored once each.
     settled_by = time.monotonic() + HANG_SECONDS + 2
-    wait_until(
+    wait_for(
         lambda: platform.inspect.step_rows(run_id, 2)["total"] == 2 or time.monotonic() > settled_by,
         "the hung confirm of step 2 to land or be dropped",
     )
@@ -364,7 +357,7 @@ sys.stdin.readline()
             in_flight(folder, "eval_samples")
         )
 
-    wait_until(second_post_in_flight, "the second sample POST in flight")
+    wait_for(second_post_in_flight, "the second sample POST in flight")
     kill(running)
     platform.inspect.clear_faults()
 
@@ -395,7 +388,7 @@ sys.stdin.readline()
         "recorded-destination",
     )
     running.wait_for("LOGGED")
-    wait_until(lambda: spooled_lines(folder, "spool-records") == 2, "the two episodes in the spool")
+    wait_for(lambda: spooled_lines(folder, "spool-records") == 2, "the two episodes in the spool")
     kill(running)
     platform.inspect.clear_faults()
     seen_elsewhere = last_seq(elsewhere)

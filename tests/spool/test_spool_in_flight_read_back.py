@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ import prime_otel as po
 from prime_otel.cli import main
 from prime_otel.testing import LocalPlatform, start_local_platform
 from tests._fixtures import numbered_record
+from tests._waiting import wait_for
 from tests.lifecycle._producer import Producer, Running
 
 WAIT_SECONDS = 60.0
@@ -70,14 +70,6 @@ def in_process(platform: LocalPlatform, tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("PRIME_RUNS_DIR", str(tmp_path / "in-process-runs"))
     for name, value in platform.env.items():
         monkeypatch.setenv(name, value)
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def sink_ledger(folder: Path) -> dict[str, Any]:
@@ -141,15 +133,15 @@ def kill_with_second_batch_held(
     run_id = str(running.wait_for("RUN"))
     folder = runs / run_id
     running.tell()
-    wait_until(lambda: platform.inspect.samples(run_id)["total"] == PER_BATCH, "the first batch's rows")
+    wait_for(lambda: platform.inspect.samples(run_id)["total"] == PER_BATCH, "the first batch's rows")
     before_second()
     running.tell()
-    wait_until(
+    wait_for(
         lambda: held_post(platform, run_id) is not None and in_flight(folder) == PER_BATCH,
         "the second batch's POST held, its records marked in flight",
     )
     running.tell()
-    wait_until(lambda: spooled_lines(folder) == BATCHES * PER_BATCH, "the third batch in the spool")
+    wait_for(lambda: spooled_lines(folder) == BATCHES * PER_BATCH, "the third batch in the spool")
     running.send_signal(signal.SIGKILL)
     outcome = running.finish()
     assert outcome.returncode == -signal.SIGKILL, outcome.describe()
