@@ -276,7 +276,8 @@ class GatewayRun:
 
     def accept_rows(self, origin: Origin, rows: list[StepRow], invalid: list[Invalid], outcome: Outcome) -> None:
         """Take one resource's step rows: each step's keys are merged into one row, posted again when it grows;
-        metrics that could not be read are refused and counted invalid."""
+        metrics that could not be read are refused and counted invalid. With durable state the rows are logged
+        before they count as taken; when the spool is full none is taken and ``outcome.retry`` is set."""
         with self._lock:
             if self.state is not RunState.OPEN:
                 self.rejected += len(rows) + len(invalid)
@@ -296,17 +297,12 @@ class GatewayRun:
                 fresh.append(row)
             self._note_world()
             self._save_arrival_counts()
-            if self._state is not None and fresh:
-                keys = [(row.step, row.time_ns) for row in fresh]
-                self._state.rows_arrived(self.id, origin.rank, keys, METRIC_ROWS)
-            self._tracker.count(origin.rank, METRIC_ROWS, len(fresh))
             metrics = self._pipeline.metrics
-            if metrics is None:
-                return
             outgoing: list[dict[str, Any]] = []
-            for row in fresh:
+            for row in fresh if metrics is not None else []:
                 values: dict[str, Any] = dict(row.values)
                 if row.step is not None:
+                    # Merged again the same when a refused request is sent again.
                     merged = self._step_rows.setdefault(row.step, {})
                     merged.update(row.values)
                     values = {**merged, "step": row.step}
@@ -315,9 +311,18 @@ class GatewayRun:
             seqs: list[int | None] = [None] * len(outgoing)
             if self._spool is not None and outgoing:
                 logged = self._spool.append(METRIC_ROW_KIND, [compact_json(values) for values in outgoing])
-                seqs = list(logged) if logged is not None else seqs
-            for values, seq in zip(outgoing, seqs, strict=True):
-                metrics.submit(values, seq)
+                if logged is None:
+                    self._seen_rows.difference_update((origin.rank, row.step, row.time_ns) for row in fresh)
+                    outcome.retry = f"run {self.id} could not log {len(outgoing)} step rows now (its spool is full)"
+                    return
+                seqs = list(logged)
+            if self._state is not None and fresh:
+                keys = [(row.step, row.time_ns) for row in fresh]
+                self._state.rows_arrived(self.id, origin.rank, keys, METRIC_ROWS)
+            self._tracker.count(origin.rank, METRIC_ROWS, len(fresh))
+            if metrics is not None:
+                for values, seq in zip(outgoing, seqs, strict=True):
+                    metrics.submit(values, seq)
 
     def note_foreign(self, count: int) -> None:
         """Records another sender tried to write into this run (refused)."""

@@ -13,6 +13,7 @@ from typing import Any
 import grpc
 import httpx
 import pytest
+from opentelemetry.exporter.otlp.proto.common.metrics_encoder import encode_metrics
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2_grpc import TraceServiceStub
 from opentelemetry.sdk.resources import Resource
@@ -24,7 +25,7 @@ from opentelemetry.trace import Tracer
 from prime_otel import _conventions as conv
 from prime_otel.testing import LocalPlatform
 from tests.gateway._gateway import Gateway, create_run, wait_for
-from tests.gateway._producer import end_marker
+from tests.gateway._producer import end_marker, step_metrics
 from tests.genai._spans import agent, chat, reward, text
 
 pytestmark = [pytest.mark.slow]
@@ -122,6 +123,20 @@ def test_runs_shows_the_spans_waiting_for_their_episode_span_and_the_summary_the
     assert block["genai_spans_given_up"] == spans_given_up
 
 
+def fill_spool(
+    gateway: Gateway, resource: Resource
+) -> tuple[list[tuple[list[ReadableSpan], ReadableSpan]], list[ReadableSpan]]:
+    """Episodes' members sent until the run's spool refuses the next one's: the episodes taken (members, episode
+    span), and the spans of the one refused."""
+    held: list[tuple[list[ReadableSpan], ReadableSpan]] = []
+    for _ in range(MAX_TRACES_TO_FILL):
+        members, episode = split(episode_spans(resource, turns=TURNS, content=BIG_CONTENT))
+        if post(gateway, members).status_code != 200:
+            return held, [*members, episode]
+        held.append((members, episode))
+    raise AssertionError(f"{MAX_TRACES_TO_FILL} traces did not fill a spool of {SPOOL_MIB} MiB")
+
+
 def refused_over_grpc(gateway: Gateway, spans: list[ReadableSpan]) -> grpc.StatusCode:
     channel = grpc.insecure_channel(gateway.grpc_endpoint.removeprefix("http://"))
     try:
@@ -147,19 +162,11 @@ def test_a_full_spool_refuses_genai_spans_until_the_spans_holding_it_left_and_lo
     state = tmp_path / "state"
     options = ("--lease-seconds", "60", "--state-dir", str(state), "--max-run-spool-mib", str(SPOOL_MIB))
     with Gateway(local_platform, tmp_path / "gateway", *options, tokens=(TOKEN,)) as gateway:
-        held: list[tuple[list[ReadableSpan], ReadableSpan]] = []
-        for _ in range(MAX_TRACES_TO_FILL):
-            members, episode = split(episode_spans(resource, turns=TURNS, content=BIG_CONTENT))
-            answer = post(gateway, members)
-            if answer.status_code != 200:
-                break
-            held.append((members, episode))
-        else:
-            pytest.fail(f"{MAX_TRACES_TO_FILL} traces did not fill a spool of {SPOOL_MIB} MiB")
+        held, refused = fill_spool(gateway, resource)
+        answer = post(gateway, refused)
         assert answer.status_code == 503, answer.text
         assert answer.headers["Retry-After"] == "1"
         assert "spool is full" in answer.text
-        refused = [*members, episode]
         assert refused_over_grpc(gateway, refused) is grpc.StatusCode.UNAVAILABLE
         waiting = genai(gateway, run_id)
         assert (waiting["traces_waiting"], waiting["spans_held"]) == (len(held), sum(len(m) for m, _ in held))
@@ -178,6 +185,46 @@ def test_a_full_spool_refuses_genai_spans_until_the_spans_holding_it_left_and_lo
     assert closed["invalid"] == 0, closed["invalid_reasons"]
     episodes = local_platform.inspect.episodes(run_id)["items"]
     assert [calls(episode) for episode in episodes] == [TURNS] * (len(held) + 1)
+
+
+def test_a_full_spool_refuses_step_rows_until_it_has_room_and_the_row_sent_again_is_stored_once(
+    local_platform: LocalPlatform, tmp_path: Path
+) -> None:
+    """A training run's spool is full of GenAI spans waiting for their episode spans: a step row is refused with
+    503 (not acknowledged without being logged, which a restart would lose); once the episodes left the spool the
+    row sent again is taken, a repeat is a duplicate, and the platform holds the row."""
+    run_id = create_run(local_platform, "train", "genai-spool-full-rows")
+    resource = Resource({conv.RUN_ID: run_id, conv.RUN_TYPE: "train", "service.name": "agent"})
+    state = tmp_path / "state"
+    options = ("--lease-seconds", "60", "--state-dir", str(state), "--max-run-spool-mib", str(SPOOL_MIB))
+
+    row = encode_metrics(step_metrics(resource, 3, {"loss": 0.5})).SerializeToString()
+
+    def send_row(gateway: Gateway) -> httpx.Response:
+        """The same request each time, as an exporter retries it."""
+        return httpx.post(
+            f"{gateway.http_url}/v1/metrics",
+            content=row,
+            headers={**gateway.headers, "content-type": "application/x-protobuf"},
+            timeout=30,
+        )
+
+    with Gateway(local_platform, tmp_path / "gateway", *options, tokens=(TOKEN,)) as gateway:
+        held, _ = fill_spool(gateway, resource)
+        refused = send_row(gateway)
+        assert refused.status_code == 503, refused.text
+        assert refused.headers["Retry-After"] == "1"
+        received = gateway.runs()[run_id]["received"]
+        assert all(counts.get("metric_rows", 0) == 0 for counts in received.values()), received
+        assert post(gateway, [episode for _, episode in held]).status_code == 200
+        wait_for(lambda: send_row(gateway).status_code == 200, "the gateway to take the row sent again")
+        assert send_row(gateway).status_code == 200
+        assert post(gateway, [end_marker(resource, episodes=len(held), metric_rows=1)]).status_code == 200
+        closed = gateway.wait_closed(run_id)
+    assert (closed["status"], closed["missing"]) == ("completed", 0), closed
+    assert closed["duplicates"] == 1
+    rows = local_platform.inspect.run(run_id)["metric_rows"]
+    assert [(row["step"], row["loss"]) for row in rows] == [(3, 0.5)]
 
 
 def calls(episode: dict[str, Any]) -> int:
