@@ -4,7 +4,8 @@ The spans of one trace cross batches, Collectors and retries in any order, so a 
 ``episode`` span arrived and no span of the trace came for ``settle_seconds``, or when the run closes. Bounded:
 at most ``max_traces`` traces held (the oldest is given up, counted), ``max_spans`` per trace (later ones counted in
 the record's ``info.spans_dropped``), and a trace whose episode span never comes is forgotten after
-``window_seconds`` (counted).
+``window_seconds`` (counted); so is a trace without its episode span when the run closes. ``given_up`` keeps why,
+``waiting`` what is held now (both shown in the gateway's ``GET /runs``).
 
 With durable state each span comes with its seq in the run's spool; an :class:`Assembly` hands back the seqs of
 its trace, to release once its episodes are logged in their stead (or the trace was given up). The spool keeps a

@@ -3,7 +3,7 @@ counts the traces waiting and their spans, and the traces given up (with why), w
 platform carries too. With ``--state-dir`` a run's spool bounds what it holds: past the bound a sender of GenAI
 spans is answered 503 + ``Retry-After`` (gRPC ``UNAVAILABLE``) and nothing is taken, while an episode span still
 gets in, so the spans holding the spool can leave it; once they did, the refused spans sent again are taken once
-and every acknowledged span is in its episode."""
+and every acknowledged span is in its episode. A step row is refused the same, never acknowledged unlogged."""
 
 from __future__ import annotations
 
