@@ -7,6 +7,7 @@ and every acknowledged span is in its episode. A step row is refused the same, n
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import Tracer
 
 from prime_otel import _conventions as conv
+from prime_otel.gateway._genai import MAX_TRACES
 from prime_otel.testing import LocalPlatform
 from tests.gateway._gateway import Gateway, create_run, wait_for
 from tests.gateway._producer import end_marker, step_metrics
@@ -230,3 +232,51 @@ def test_a_full_spool_refuses_step_rows_until_it_has_room_and_the_row_sent_again
 def calls(episode: dict[str, Any]) -> int:
     """The model calls the stored episode holds."""
     return sum(len(trace["calls"]) for trace in episode["traces"])
+
+
+def lone_model_calls(resource: Resource, count: int) -> list[ReadableSpan]:
+    """``count`` model calls, each the only span of its own trace (no episode span will come for any)."""
+    provider = TracerProvider(resource=resource)
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("tests.genai")
+    for turn in range(count):
+        chat(tracer, [text("user", f"question {turn}")], text("assistant", str(turn)))
+    provider.shutdown()
+    return list(exporter.get_finished_spans())
+
+
+def test_traces_given_up_over_the_cap_are_still_counted_after_a_restart_and_in_the_summary(
+    local_platform: LocalPlatform, tmp_path: Path
+) -> None:
+    """One more trace than the gateway holds arrives: the oldest is given up, counted with why. The gateway is
+    killed and started again on its state folder: the count is still there, the other traces held again; when
+    the run ends they are given up too, and the summary carries both reasons."""
+    run_id, resource = eval_run(local_platform, "genai-given-up-restart")
+    spans = lone_model_calls(resource, MAX_TRACES + 1)
+    state = tmp_path / "state"
+    options = ("--lease-seconds", "60", "--state-dir", str(state))
+    over_cap = {"more traces waiting than the gateway holds": 1}
+    first = Gateway(local_platform, tmp_path / "first", *options, tokens=(TOKEN,))
+    try:
+        assert post(first, spans).status_code == 200
+        before = genai(first, run_id)
+        assert (before["traces_waiting"], before["given_up_reasons"], before["spans_given_up"]) == (
+            MAX_TRACES,
+            over_cap,
+            1,
+        )
+        first.process.send_signal(signal.SIGKILL)
+        first.process.wait(10)
+    finally:
+        first.stop()
+    with Gateway(local_platform, tmp_path / "again", *options, tokens=(TOKEN,)) as again:
+        after = genai(again, run_id)
+        assert (after["traces_waiting"], after["spans_held"]) == (MAX_TRACES, MAX_TRACES)
+        assert (after["given_up_reasons"], after["spans_given_up"]) == (over_cap, 1)
+        assert post(again, [end_marker(resource)]).status_code == 200
+        closed = again.wait_closed(run_id)
+    given_up = {**over_cap, "the run closed before its episode span arrived": MAX_TRACES}
+    assert closed["genai"]["given_up_reasons"] == given_up
+    block = local_platform.inspect.run(run_id)["summary"]["prime_runs"]
+    assert (block["genai_traces_given_up"], block["genai_spans_given_up"]) == (given_up, MAX_TRACES + 1)
