@@ -12,6 +12,7 @@ from ._defaults import (
     DEFAULT_HTTP_PORT,
     DEFAULT_LEASE_SECONDS,
     DEFAULT_RUN_QUEUED_BYTES,
+    DEFAULT_RUN_SPOOL_BYTES,
     DEFAULT_SAMPLES_STEP_INTERVAL,
     DEFAULT_WORKERS,
 )
@@ -90,6 +91,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="keep run state and undelivered records here, so a restarted gateway takes its runs up again",
     )
     parser.add_argument(
+        "--max-run-spool-mib",
+        type=int,
+        default=DEFAULT_RUN_SPOOL_BYTES // MIB,
+        help="with --state-dir: answer 503 past this many MiB in one run's spool, its records not yet delivered "
+        f"and GenAI spans awaiting assembly (default {DEFAULT_RUN_SPOOL_BYTES // MIB})",
+    )
+    parser.add_argument(
         "--token-file",
         type=Path,
         default=None,
@@ -124,7 +132,14 @@ def run(args: argparse.Namespace) -> int:
 
     if args.samples_step_interval < 1:
         raise SystemExit("prime-otel gateway: --samples-step-interval must be at least 1")
-    for name in ("workers", "max_world_size", "max_open_runs", "max_queued_mib", "max_run_queued_mib"):
+    for name in (
+        "workers",
+        "max_world_size",
+        "max_open_runs",
+        "max_queued_mib",
+        "max_run_queued_mib",
+        "max_run_spool_mib",
+    ):
         if getattr(args, name) < 1:
             raise SystemExit(f"prime-otel gateway: --{name.replace('_', '-')} must be at least 1")
     try:
@@ -155,5 +170,6 @@ def run(args: argparse.Namespace) -> int:
             max_run_queued_bytes=args.max_run_queued_mib * MIB,
             workers=args.workers,
             state_dir=args.state_dir,
+            max_run_spool_bytes=args.max_run_spool_mib * MIB,
         )
     )

@@ -9,5 +9,8 @@ DEFAULT_DRAIN_SECONDS = 300.0
 DEFAULT_SAMPLES_STEP_INTERVAL = 10
 #: Record bytes queued for one run's uploads above which the run answers 503.
 DEFAULT_RUN_QUEUED_BYTES = 256 * 1024 * 1024
+#: With ``--state-dir``: bytes of one run's spool (records taken, not yet delivered, and GenAI spans awaiting
+#: assembly) above which the run answers 503.
+DEFAULT_RUN_SPOOL_BYTES = 4 * 1024 * 1024 * 1024
 #: Delivery threads shared by every run on a gateway.
 DEFAULT_WORKERS = 8

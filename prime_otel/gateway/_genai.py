@@ -4,7 +4,8 @@ The spans of one trace cross batches, Collectors and retries in any order, so a 
 ``episode`` span arrived and no span of the trace came for ``settle_seconds``, or when the run closes. Bounded:
 at most ``max_traces`` traces held (the oldest is given up, counted), ``max_spans`` per trace (later ones counted in
 the record's ``info.spans_dropped``), and a trace whose episode span never comes is forgotten after
-``window_seconds`` (counted).
+``window_seconds`` (counted); so is a trace without its episode span when the run closes. ``given_up`` keeps why,
+``waiting`` what is held now (both shown in the gateway's ``GET /runs``).
 
 With durable state each span comes with its seq in the run's spool; an :class:`Assembly` hands back the seqs of
 its trace, to release once its episodes are logged in their stead (or the trace was given up). The spool keeps a
@@ -18,7 +19,7 @@ import json
 import logging
 import threading
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,12 @@ SETTLE_SECONDS = 2.0
 WINDOW_SECONDS = 300.0
 MAX_TRACES = 4096
 MAX_SPANS_PER_TRACE = 4096
+
+#: Why a trace was given up (``EpisodeAssembler.given_up``; ``/runs`` and the run's summary show them).
+OVER_TRACE_CAP = "more traces waiting than the gateway holds"
+NO_EPISODE_SPAN = "no episode span within the window"
+CLOSED_WITHOUT_EPISODE_SPAN = "the run closed before its episode span arrived"
+NO_CONTENT = "an episode span without a record and without GenAI spans"
 
 
 @dataclass
@@ -70,8 +77,12 @@ class EpisodeAssembler:
         self._clock = clock
         self._traces: OrderedDict[int, _Trace] = OrderedDict()
         self._lock = threading.Lock()
-        #: Traces given up: over the bound, or without an episode span within the window.
-        self.abandoned_traces = 0
+        #: Traces given up, by why (over the bound, no episode span within the window or before the close, ...).
+        self.given_up: Counter[str] = Counter()
+        #: The spans of the traces given up, and the spans past a trace's bound (in its record's
+        #: ``info.spans_dropped``).
+        self.spans_given_up = 0
+        self.spans_dropped = 0
         #: The seqs of traces given up over the bound, handed back by the next :meth:`settled`.
         self._given_up: list[int] = []
 
@@ -95,18 +106,39 @@ class EpisodeAssembler:
                 else:
                     trace.dropped += 1
 
+    @property
+    def abandoned_traces(self) -> int:
+        return sum(self.given_up.values())
+
+    def holds(self, trace_id: int) -> bool:
+        """Whether spans of the trace wait for its assembly."""
+        with self._lock:
+            return trace_id in self._traces
+
+    def waiting(self) -> tuple[int, int]:
+        """The traces held now and their spans (episode spans and those past the bound included)."""
+        with self._lock:
+            return len(self._traces), sum(_span_count(trace) for trace in self._traces.values())
+
+    def restore_counts(self, given_up: Mapping[str, int], spans_given_up: int, spans_dropped: int) -> None:
+        """The counts as a restarted gateway stored them."""
+        with self._lock:
+            self.given_up = Counter({str(why): int(count) for why, count in given_up.items()})
+            self.spans_given_up, self.spans_dropped = int(spans_given_up), int(spans_dropped)
+
     def _bound(self) -> None:
         while len(self._traces) > self._max_traces:
             _, trace = self._traces.popitem(last=False)
-            self._abandon(trace, "more traces are waiting than the gateway holds")
+            self._abandon(trace, OVER_TRACE_CAP)
             self._given_up.extend(trace.seqs)
 
     def _abandon(self, trace: _Trace, why: str) -> None:
-        self.abandoned_traces += 1
-        if self.abandoned_traces == 1:
+        if not self.given_up:
             _logger.warning(
-                "a trace of %d spans was given up (%s); further ones are only counted", len(trace.spans), why
+                "a trace of %d spans was given up (%s); further ones are only counted", _span_count(trace), why
             )
+        self.given_up[why] += 1
+        self.spans_given_up += _span_count(trace)
 
     def settled(self) -> list[Assembly]:
         """The traces quiet for the settle time, assembled; and the traces given up (past the window or over the
@@ -121,34 +153,50 @@ class EpisodeAssembler:
                     ready.append(self._traces.pop(trace_id))
                 elif not trace.episodes and quiet >= self._window:
                     forgotten = self._traces.pop(trace_id)
-                    self._abandon(forgotten, "its episode span never arrived")
+                    self._abandon(forgotten, NO_EPISODE_SPAN)
                     out.append(Assembly([], forgotten.seqs))
             if self._given_up:
                 out.append(Assembly([], self._given_up))
                 self._given_up = []
-        return [*map(_assemble, ready), *out]
+        return [*map(self._assemble, ready), *out]
 
     def drain(self) -> list[Assembly]:
-        """Every trace now (the run is closing): those with an episode span assembled, the rest forgotten."""
+        """Every trace now (the run is closing): those with an episode span assembled, the rest given up."""
         with self._lock:
             traces, self._traces = list(self._traces.values()), OrderedDict()
             given_up, self._given_up = self._given_up, []
-        return [_assemble(trace) for trace in traces] + ([Assembly([], given_up)] if given_up else [])
+            for trace in traces:
+                if not trace.episodes:
+                    self._abandon(trace, CLOSED_WITHOUT_EPISODE_SPAN)
+        return [self._assemble(trace) for trace in traces] + ([Assembly([], given_up)] if given_up else [])
+
+    def _assemble(self, trace: _Trace) -> Assembly:
+        out = []
+        for rank, episode in trace.episodes:
+            if not has_genai_content(episode, trace.spans):
+                _logger.warning("an episode span without a record and without GenAI spans carries nothing; lost")
+                self._count_lost(len(trace.spans), NO_CONTENT)
+                continue
+            try:
+                record = assemble_episode(episode, trace.spans, adopt_orphans=True, spans_dropped=trace.dropped)
+            except Exception as exc:
+                _logger.exception("assembling the episode of trace %032x failed; it is lost", episode.trace_id)
+                self._count_lost(len(trace.spans), f"assembling its episode failed ({type(exc).__name__})")
+                continue
+            out.append((rank, record))
+        if out:
+            with self._lock:
+                self.spans_dropped += trace.dropped
+        return Assembly(out, trace.seqs)
+
+    def _count_lost(self, spans: int, why: str) -> None:
+        with self._lock:
+            self.given_up[why] += 1
+            self.spans_given_up += spans
 
 
-def _assemble(trace: _Trace) -> Assembly:
-    out = []
-    for rank, episode in trace.episodes:
-        if not has_genai_content(episode, trace.spans):
-            _logger.warning("an episode span without a record and without GenAI spans carries nothing; it is lost")
-            continue
-        try:
-            record = assemble_episode(episode, trace.spans, adopt_orphans=True, spans_dropped=trace.dropped)
-        except Exception:
-            _logger.exception("assembling the episode of trace %032x failed; it is lost", episode.trace_id)
-            continue
-        out.append((rank, record))
-    return Assembly(out, trace.seqs)
+def _span_count(trace: _Trace) -> int:
+    return len(trace.spans) + len(trace.episodes) + trace.dropped
 
 
 # -- a span as the spool keeps it ------------------------------------------------------------------

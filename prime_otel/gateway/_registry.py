@@ -84,6 +84,8 @@ class RunRegistry:
         for group, run in zip(groups, runs, strict=True):
             if run is not None and group.origin is not None:
                 run.accept_rows(group.origin, group.rows, group.invalid, outcome)
+        if outcome.retry:
+            raise Saturated(outcome.retry)
         return outcome
 
     def _runs_for(

@@ -7,10 +7,12 @@ import dataclasses
 import enum
 import json
 import logging
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from .. import _conventions as conv
@@ -20,7 +22,7 @@ from ..exporters.traces import PrimeTracesSink
 from ..processors import Uploader
 from ..processors._spool import RunSpool
 from ..records import clean, compact_json
-from ..records._genai import GenAISpan
+from ..records._genai import GenAISpan, marks_episode
 from ._auth import ANONYMOUS
 from ._ending import EPISODES, METRIC_ROWS, SPAN_KINDS, Ending, EndMarker, EndTracker
 from ._envelope import Invalid
@@ -37,6 +39,12 @@ _logger = logging.getLogger(__name__)
 METRIC_ROW_KIND, GENAI_SPAN_KIND = "metric_row", "genai_span"
 #: The counts the durable state keeps, one row each: per uploader its sinks', and the run's on arrival.
 RECORDS_UPLOADER, METRICS_UPLOADER, ARRIVALS = "records", "metrics", "arrivals"
+#: The counts of GenAI spans given up: traces by why, their spans, and spans past a trace's bound.
+GENAI_GIVEN_UP, GENAI_SPANS_GIVEN_UP, GENAI_SPANS_DROPPED = (
+    "genai_traces_given_up",
+    "genai_spans_given_up",
+    ("genai_spans_dropped"),
+)
 #: Step rows queued for a run's metrics uploader above which the run answers 503.
 MAX_QUEUED_METRIC_ROWS = 200
 #: Spool seqs read at a time when a restarted run takes up its spool.
@@ -189,16 +197,53 @@ class GatewayRun:
                     logged.append((span_id, view, span_line(rank, span_id, view)))
                 except (ValueError, TypeError, RecursionError) as exc:
                     self._refuse(f"a GenAI span that cannot be stored ({type(exc).__name__})", outcome)
-            if not logged:
+            # The episode span of a trace held lets the trace leave the spool: it is taken past the spool's bound
+            # (else spans waiting for their episode span could fill the spool for good), unless spans of its trace
+            # sent with it were refused (the trace would be assembled without them).
+            completing = [entry for entry in logged if self._completes_held_trace(entry[1])]
+            others = [entry for entry in logged if not self._completes_held_trace(entry[1])]
+            taken: list[tuple[bytes, GenAISpan, bytes]] = []
+            if others:
+                appended = self._spool.append(GENAI_SPAN_KIND, [line for _, _, line in others])
+                if appended is None:
+                    outcome.retry = f"run {self.id} could not log {len(others)} GenAI spans now (its spool is full)"
+                    refused = {view.trace_id for _, view, _ in others}
+                    completing = [entry for entry in completing if entry[1].trace_id not in refused]
+                else:
+                    taken, seqs = others, appended
+            if completing:
+                with self._past_bound():
+                    appended = self._spool.append(GENAI_SPAN_KIND, [line for _, _, line in completing])
+                if appended is None:
+                    outcome.retry = f"run {self.id} could not log {len(completing)} GenAI spans now"
+                else:
+                    taken, seqs = taken + completing, seqs + appended
+            if not taken:
                 return
-            appended = self._spool.append(GENAI_SPAN_KIND, [line for _, _, line in logged])
-            if appended is None:
-                outcome.retry = f"run {self.id} could not log {len(logged)} GenAI spans now"
-                return
-            self._state.remembered(self.id, [span_id for span_id, _, _ in logged])
-            entries, seqs = [(span_id, view) for span_id, view, _ in logged], appended
+            self._state.remembered(self.id, [span_id for span_id, _, _ in taken])
+            entries = [(span_id, view) for span_id, view, _ in taken]
         self._seen_spans.update(span_id for span_id, _ in entries)
         self._episodes.add(rank, [view for _, view in entries], seqs)
+
+    def _completes_held_trace(self, span: GenAISpan) -> bool:
+        return marks_episode(span.name, span.attributes) and self._episodes.holds(span.trace_id)
+
+    @contextmanager
+    def _past_bound(self) -> Iterator[None]:
+        """Appends to the run's spool go past its bound: what replaces spans the spool holds (an episode span that
+        lets its trace be assembled, the episodes assembled), so the spool still holds at most about its bound plus
+        the traces it held when it filled. Appends are made under the run's lock, or while the run closes and
+        takes nothing, so no other append passes with them."""
+        spool = self._spool
+        if spool is None:
+            yield
+            return
+        bound = spool.max_bytes
+        spool.max_bytes = sys.maxsize
+        try:
+            yield
+        finally:
+            spool.max_bytes = bound
 
     def _submit_assembled(self, assemblies: list[Assembly]) -> None:
         """Episodes assembled from GenAI spans join the run's records like received ones (and count as arrived);
@@ -212,21 +257,27 @@ class GatewayRun:
                 ReceivedRecord(conv.EPISODE_SPAN, compact_json(record).decode("utf-8"), None, now)
                 for _, record in assembly.episodes
             ]
-            records = self._spooled(conv.EPISODE_SPAN, received, consumed=assembly.seqs)
+            with self._past_bound():
+                records = self._spooled(conv.EPISODE_SPAN, received, consumed=assembly.seqs)
+            if records is None:  # the spool keeps nothing more (a disk error)
+                self._release(assembly.seqs)
+                self.invalid["an assembled GenAI episode the run's spool could not log"] += len(received)
+                continue
             arrived = Counter(rank for rank, _ in assembly.episodes)
             for rank, count in arrived.items():
                 self._tracker.count(rank, EPISODES, count)
             if self._spool is not None and self._state is not None:
                 self._state.assembled(self.id, arrived, assembly.seqs)
                 self._spool.settle(SPOOL_SINK, assembly.seqs)
-            if records is None or not self._pipeline.processor.offer(conv.EPISODE_SPAN, records):
-                self._release([record.seq for record in records or [] if record.seq is not None])
+            if not self._pipeline.processor.offer(conv.EPISODE_SPAN, records):
+                self._release([record.seq for record in records if record.seq is not None])
                 self.invalid["an assembled GenAI episode found the run's queue full"] += len(received)
         self._save_arrival_counts()
 
     def accept_rows(self, origin: Origin, rows: list[StepRow], invalid: list[Invalid], outcome: Outcome) -> None:
         """Take one resource's step rows: each step's keys are merged into one row, posted again when it grows;
-        metrics that could not be read are refused and counted invalid."""
+        metrics that could not be read are refused and counted invalid. With durable state the rows are logged
+        before they count as taken; when the spool is full none is taken and ``outcome.retry`` is set."""
         with self._lock:
             if self.state is not RunState.OPEN:
                 self.rejected += len(rows) + len(invalid)
@@ -246,17 +297,12 @@ class GatewayRun:
                 fresh.append(row)
             self._note_world()
             self._save_arrival_counts()
-            if self._state is not None and fresh:
-                keys = [(row.step, row.time_ns) for row in fresh]
-                self._state.rows_arrived(self.id, origin.rank, keys, METRIC_ROWS)
-            self._tracker.count(origin.rank, METRIC_ROWS, len(fresh))
             metrics = self._pipeline.metrics
-            if metrics is None:
-                return
             outgoing: list[dict[str, Any]] = []
-            for row in fresh:
+            for row in fresh if metrics is not None else []:
                 values: dict[str, Any] = dict(row.values)
                 if row.step is not None:
+                    # Merged again the same when a refused request is sent again.
                     merged = self._step_rows.setdefault(row.step, {})
                     merged.update(row.values)
                     values = {**merged, "step": row.step}
@@ -265,9 +311,18 @@ class GatewayRun:
             seqs: list[int | None] = [None] * len(outgoing)
             if self._spool is not None and outgoing:
                 logged = self._spool.append(METRIC_ROW_KIND, [compact_json(values) for values in outgoing])
-                seqs = list(logged) if logged is not None else seqs
-            for values, seq in zip(outgoing, seqs, strict=True):
-                metrics.submit(values, seq)
+                if logged is None:
+                    self._seen_rows.difference_update((origin.rank, row.step, row.time_ns) for row in fresh)
+                    outcome.retry = f"run {self.id} could not log {len(outgoing)} step rows now (its spool is full)"
+                    return
+                seqs = list(logged)
+            if self._state is not None and fresh:
+                keys = [(row.step, row.time_ns) for row in fresh]
+                self._state.rows_arrived(self.id, origin.rank, keys, METRIC_ROWS)
+            self._tracker.count(origin.rank, METRIC_ROWS, len(fresh))
+            if metrics is not None:
+                for values, seq in zip(outgoing, seqs, strict=True):
+                    metrics.submit(values, seq)
 
     def note_foreign(self, count: int) -> None:
         """Records another sender tried to write into this run (refused)."""
@@ -287,10 +342,20 @@ class GatewayRun:
             "foreign": self.foreign,
             "rejected": self.rejected,
             "invalid": dict(self.invalid),
+            **self._genai_counts(),
         }
         if counts != self._stored_arrival_counts:
             self._state.counted(self.id, ARRIVALS, counts)
             self._stored_arrival_counts = counts
+
+    def _genai_counts(self) -> dict[str, Any]:
+        """What the assembly of GenAI spans gave up, as ``/runs``, the run's summary and the durable state keep it."""
+        episodes = self._episodes
+        return {
+            GENAI_GIVEN_UP: dict(episodes.given_up),
+            GENAI_SPANS_GIVEN_UP: episodes.spans_given_up,
+            GENAI_SPANS_DROPPED: episodes.spans_dropped,
+        }
 
     def _note_world(self) -> None:
         if self._state is not None:
@@ -361,6 +426,11 @@ class GatewayRun:
             self.rejected = int(arrivals.get("rejected", 0))
             self.invalid = Counter({str(k): int(v) for k, v in dict(arrivals["invalid"]).items()})
             self._stored_arrival_counts = dict(arrivals)
+            self._episodes.restore_counts(
+                dict(arrivals.get(GENAI_GIVEN_UP) or {}),
+                int(arrivals.get(GENAI_SPANS_GIVEN_UP, 0)),
+                int(arrivals.get(GENAI_SPANS_DROPPED, 0)),
+            )
         _restore_counts(self._pipeline.processor, stored.counts.get(RECORDS_UPLOADER))
         if self._pipeline.metrics is not None:
             _restore_counts(self._pipeline.metrics, stored.counts.get(METRICS_UPLOADER))
@@ -496,12 +566,17 @@ class GatewayRun:
             self._note_close_failure("finalizing", exc)
 
     def _with_invalid_records(self, summary: dict[str, Any]) -> dict[str, Any]:
-        """The summary with ``prime_runs.invalid_records`` (reason -> count) when this gateway refused any."""
+        """The summary with ``prime_runs.invalid_records`` (reason -> count) when this gateway refused any, and
+        ``prime_runs.genai_traces_given_up`` (why -> traces) with ``genai_spans_given_up`` when GenAI traces
+        were given up (``genai_spans_dropped``: spans past a trace's bound)."""
         invalid = self.invalid_reasons()
-        if invalid:
+        genai = {key: value for key, value in self._genai_counts().items() if value}
+        if invalid or genai:
             existing = summary.get("prime_runs")
             block = dict(existing) if isinstance(existing, Mapping) else {}
-            block["invalid_records"] = dict(invalid)
+            if invalid:
+                block["invalid_records"] = dict(invalid)
+            block.update(genai)
             summary["prime_runs"] = block
         return summary
 
@@ -555,6 +630,7 @@ class GatewayRun:
             "dropped": sum(uploader.dropped_records for uploader in uploaders),
             "invalid": sum(invalid.values()),
             "invalid_reasons": dict(invalid),
+            "genai": self._genai_status(),
             "sinks": {
                 slot.name: {
                     "delivered": slot.sink.stats.delivered,
@@ -566,6 +642,19 @@ class GatewayRun:
                 for slot in uploader.slots
             },
             **self._tracker.snapshot(),
+        }
+
+    def _genai_status(self) -> dict[str, Any]:
+        """GenAI spans waiting for their trace's assembly, and what the assembly gave up."""
+        traces, spans = self._episodes.waiting()
+        counts = self._genai_counts()
+        return {
+            "traces_waiting": traces,
+            "spans_held": spans,
+            "traces_given_up": sum(counts[GENAI_GIVEN_UP].values()),
+            "given_up_reasons": counts[GENAI_GIVEN_UP],
+            "spans_given_up": counts[GENAI_SPANS_GIVEN_UP],
+            "spans_dropped": counts[GENAI_SPANS_DROPPED],
         }
 
 

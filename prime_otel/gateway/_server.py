@@ -24,6 +24,7 @@ from ._defaults import (
     DEFAULT_HTTP_PORT,
     DEFAULT_LEASE_SECONDS,
     DEFAULT_RUN_QUEUED_BYTES,
+    DEFAULT_RUN_SPOOL_BYTES,
     DEFAULT_SAMPLES_STEP_INTERVAL,
     DEFAULT_WORKERS,
 )
@@ -65,6 +66,8 @@ class GatewayOptions:
     workers: int = DEFAULT_WORKERS
     #: Where run state and undelivered records survive a restart (None: in memory only).
     state_dir: Path | None = None
+    #: With ``state_dir``: the bound of each run's spool.
+    max_run_spool_bytes: int = DEFAULT_RUN_SPOOL_BYTES
 
 
 def serve(options: GatewayOptions) -> int:
@@ -93,7 +96,7 @@ def serve(options: GatewayOptions) -> int:
         max_queued_bytes=options.max_run_queued_bytes,
     )
     pool = DeliveryPool(options.workers)
-    state = GatewayState(options.state_dir) if options.state_dir is not None else None
+    state = GatewayState(options.state_dir, options.max_run_spool_bytes) if options.state_dir is not None else None
     registry = RunRegistry(
         PipelineFactory(settings, pipeline_options, pool, state),
         lease_seconds=options.lease_seconds,

@@ -42,6 +42,7 @@ from typing import Any
 
 from .._types import RunStatus
 from ..processors._spool import RunSpool
+from ._defaults import DEFAULT_RUN_SPOOL_BYTES
 from ._ending import EPISODES, EndMarker
 
 SPOOL_SINK = "gateway"
@@ -161,8 +162,9 @@ class StoredRun:
 class GatewayState:
     """One gateway's state folder; thread-safe (one SQLite connection per thread, writes serialised)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, spool_max_bytes: int = DEFAULT_RUN_SPOOL_BYTES) -> None:
         self.folder = folder
+        self._spool_max_bytes = spool_max_bytes
         folder.mkdir(parents=True, exist_ok=True)
         os.chmod(folder, 0o700)
         self._path = folder / _DATABASE
@@ -327,7 +329,7 @@ class GatewayState:
     # -- the spool of records not yet delivered ----------------------------------------------------
 
     def spool(self, run_id: str) -> RunSpool:
-        return RunSpool(self._run_folder(run_id), sinks=[SPOOL_SINK])
+        return RunSpool(self._run_folder(run_id), self._spool_max_bytes, sinks=[SPOOL_SINK])
 
     def _run_folder(self, run_id: str) -> Path:
         return self.folder / "runs" / hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:32]
