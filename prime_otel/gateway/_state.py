@@ -213,15 +213,8 @@ class GatewayState:
     def arrived(self, run_id: str, rank: int, kind: str, span_ids: Sequence[bytes], count: int | None = None) -> None:
         """``count`` records arrived (default: one per span id, each remembered)."""
         with self._write() as conn:
-            conn.executemany(
-                "INSERT OR IGNORE INTO seen_spans (run_id, span_id) VALUES (?, ?)",
-                [(run_id, span_id) for span_id in span_ids],
-            )
-            conn.execute(
-                "INSERT INTO arrivals (run_id, rank, kind, count) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (run_id, rank, kind) DO UPDATE SET count = count + excluded.count",
-                (run_id, rank, kind, len(span_ids) if count is None else count),
-            )
+            _remember(conn, run_id, span_ids)
+            _count_arrivals(conn, run_id, [(rank, kind, len(span_ids) if count is None else count)])
 
     def not_arrived(self, run_id: str, rank: int, kind: str, span_ids: Sequence[bytes]) -> None:
         """Undo :meth:`arrived` for records that could not be queued after all (their sender sends them again)."""
@@ -240,37 +233,26 @@ class GatewayState:
                 "INSERT INTO seen_rows (run_id, rank, step, time_ns) VALUES (?, ?, ?, ?)",
                 [(run_id, rank, step, time_ns) for step, time_ns in keys],
             )
-            conn.execute(
-                "INSERT INTO arrivals (run_id, rank, kind, count) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (run_id, rank, kind) DO UPDATE SET count = count + excluded.count",
-                (run_id, rank, kind, len(keys)),
-            )
+            _count_arrivals(conn, run_id, [(rank, kind, len(keys))])
 
     def remembered(self, run_id: str, span_ids: Sequence[bytes]) -> None:
         """Spans taken that count as no arrival yet (GenAI spans awaiting assembly): only their ids are kept."""
         with self._write() as conn:
-            conn.executemany(
-                "INSERT OR IGNORE INTO seen_spans (run_id, span_id) VALUES (?, ?)",
-                [(run_id, span_id) for span_id in span_ids],
-            )
+            _remember(conn, run_id, span_ids)
 
     def assembled(self, run_id: str, episodes: Mapping[int, int], consumed: Sequence[int]) -> None:
         """Episodes assembled from GenAI spans (per rank, how many) arrived, and the spool seqs of the spans they were
         assembled from are settled, in one write: a restart either replays the episodes logged in their stead or
         assembles the spans again, never both."""
         with self._write() as conn:
-            conn.executemany(
-                "INSERT INTO arrivals (run_id, rank, kind, count) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (run_id, rank, kind) DO UPDATE SET count = count + excluded.count",
-                [(run_id, rank, EPISODES, count) for rank, count in episodes.items()],
-            )
+            _count_arrivals(conn, run_id, [(rank, EPISODES, count) for rank, count in episodes.items()])
             conn.executemany(
                 "INSERT OR IGNORE INTO settled (run_id, seq) VALUES (?, ?)", [(run_id, seq) for seq in consumed]
             )
 
     def marked(self, run_id: str, span_id: bytes, marker: EndMarker) -> None:
         with self._write() as conn:
-            conn.execute("INSERT OR IGNORE INTO seen_spans (run_id, span_id) VALUES (?, ?)", (run_id, span_id))
+            _remember(conn, run_id, [span_id])
             conn.execute(
                 "INSERT OR REPLACE INTO markers (run_id, rank, marker) VALUES (?, ?, ?)",
                 (run_id, marker.rank, json.dumps(_marker_to_dict(marker))),
@@ -361,6 +343,22 @@ class GatewayState:
         for run_id, sink, key, value in conn.execute("SELECT run_id, sink, key, value FROM counters"):
             stored[run_id].counters.setdefault(sink, {})[key] = value
         return list(stored.values())
+
+
+def _remember(conn: sqlite3.Connection, run_id: str, span_ids: Sequence[bytes]) -> None:
+    """The span ids taken for the run (replays of them are dropped)."""
+    conn.executemany(
+        "INSERT OR IGNORE INTO seen_spans (run_id, span_id) VALUES (?, ?)", [(run_id, span_id) for span_id in span_ids]
+    )
+
+
+def _count_arrivals(conn: sqlite3.Connection, run_id: str, arrivals: Sequence[tuple[int, str, int]]) -> None:
+    """Add ``(rank, kind, count)`` arrivals to the run's counts."""
+    conn.executemany(
+        "INSERT INTO arrivals (run_id, rank, kind, count) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (run_id, rank, kind) DO UPDATE SET count = count + excluded.count",
+        [(run_id, rank, kind, count) for rank, kind, count in arrivals],
+    )
 
 
 def _marker_to_dict(marker: EndMarker) -> dict[str, Any]:

@@ -113,17 +113,9 @@ def _members(text: str, position: int) -> tuple[list[_Member], int]:
             except StopIteration as stop:
                 raise json.JSONDecodeError("Expecting value", text, stop.value) from None
         members.append((key, key_start, value_start, position, value))
-        if text.startswith(",", position):
-            position += 1
-            if text[position : position + 1] in _SPACE:
-                position = _skip(text, position)
-            continue
-        position = _skip(text, position)
-        if text.startswith("}", position):
-            return members, position + 1
-        if not text.startswith(",", position):
-            raise json.JSONDecodeError("Expecting ',' delimiter", text, position)
-        position = _skip(text, position + 1)
+        position, closed = _after_item(text, position, "}")
+        if closed:
+            return members, position
 
 
 def _traces(text: str, position: int) -> tuple[tuple[list[Any], list[EncodedMember]], int]:
@@ -145,17 +137,24 @@ def _traces(text: str, position: int) -> tuple[tuple[list[Any], list[EncodedMemb
         else:
             encoded.append(EncodedMember(value))
         values.append(value)
-        if text.startswith(",", position):
-            position += 1
-            if text[position : position + 1] in _SPACE:
-                position = _skip(text, position)
-            continue
-        position = _skip(text, position)
-        if text.startswith("]", position):
-            return (values, encoded), position + 1
-        if not text.startswith(",", position):
-            raise json.JSONDecodeError("Expecting ',' delimiter", text, position)
-        position = _skip(text, position + 1)
+        position, closed = _after_item(text, position, "]")
+        if closed:
+            return (values, encoded), position
+
+
+def _after_item(text: str, position: int, closer: str) -> tuple[int, bool]:
+    """Past an object member or list item: where the next one starts (False), or past ``closer`` (True)."""
+    if text.startswith(",", position):
+        position += 1
+        if text[position : position + 1] in _SPACE:
+            position = _skip(text, position)
+        return position, False
+    position = _skip(text, position)
+    if text.startswith(closer, position):
+        return position + 1, True
+    if not text.startswith(",", position):
+        raise json.JSONDecodeError("Expecting ',' delimiter", text, position)
+    return _skip(text, position + 1), False
 
 
 def _value(text: str, position: int) -> tuple[Any, int]:

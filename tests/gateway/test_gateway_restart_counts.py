@@ -18,7 +18,7 @@ from prime_otel.testing import LocalPlatform
 from tests._waiting import wait_for
 from tests.gateway._gateway import create_run
 from tests.gateway._producer import end_marker, fresh_episodes, run_resource, step_metrics
-from tests.gateway.test_gateway_restart_exactly_once import AUTH, HOLD_SECONDS, end, held, kill, post, send, start
+from tests.gateway._restart import AUTH, HOLD_SECONDS, end, held, kill, post, send, start
 
 pytestmark = [pytest.mark.slow]
 

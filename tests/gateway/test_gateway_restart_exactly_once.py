@@ -8,17 +8,14 @@ answer held (the ``hold_after`` fault), so the timing is the platform's, not a s
 from __future__ import annotations
 
 import json
-import signal
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -31,52 +28,12 @@ from prime_otel.projection import build_samples
 from prime_otel.records import RecordSpan
 from prime_otel.testing import LocalPlatform
 from tests._waiting import wait_for
-from tests.gateway._gateway import Gateway, create_run
+from tests.gateway._gateway import create_run
 from tests.gateway._producer import end_marker, episode_spans, fresh_episodes, record_span, run_resource
+from tests.gateway._restart import AUTH, HOLD_SECONDS, answered, end, held, kill, post, send, start
 from tests.genai._spans import chat, reward, text
 
 pytestmark = [pytest.mark.slow]
-
-TOKEN = "exactly-once-token-5e2a"
-AUTH = {"authorization": f"Bearer {TOKEN}"}
-HOLD_SECONDS = 120.0
-
-
-def start(platform: LocalPlatform, folder: Path, state: Path) -> Gateway:
-    options = ("--lease-seconds", "60", "--state-dir", str(state), "--samples-step-interval", "1")
-    return Gateway(platform, folder, *options, tokens=(TOKEN,))
-
-
-def send(gateway: Gateway, resource: Resource, episodes: list[Any]) -> None:
-    """The records as ``init(transport="otlp")`` sends them (the record once, no rows)."""
-    spans = [RecordSpan(episode, resource, time.time_ns()) for episode in episodes]
-    body = OtlpRecordSink(None, resource).encode_request(spans)  # type: ignore[arg-type]
-    post(gateway, body)
-
-
-def post(gateway: Gateway, body: bytes) -> None:
-    headers = {"Content-Type": "application/x-protobuf", **AUTH}
-    httpx.post(f"{gateway.http_url}/v1/traces", content=body, headers=headers, timeout=30).raise_for_status()
-
-
-def end(gateway: Gateway, resource: Resource, episodes: int) -> None:
-    post(gateway, encode_spans([end_marker(resource, episodes=episodes)]).SerializeToString())
-
-
-def requests_to(platform: LocalPlatform, run_id: str, path_end: str) -> list[dict[str, Any]]:
-    return [r for r in platform.inspect.requests(limit=500, run_id=run_id) if r["path"].endswith(path_end)]
-
-
-def answered(platform: LocalPlatform, run_id: str, path_end: str, count: int) -> bool:
-    return sum(1 for r in requests_to(platform, run_id, path_end) if r["status"] == 200) >= count
-
-
-def held(platform: LocalPlatform, run_id: str, path_end: str) -> bool:
-    """The platform applied the request (it answered 200 internally) and holds its answer back."""
-    return any(
-        r.get("fault", {}).get("action") == "hold_after" and r["fault"].get("handled_status") == 200
-        for r in requests_to(platform, run_id, path_end)
-    )
 
 
 def episode_of(row: dict[str, Any]) -> Any:
@@ -95,12 +52,6 @@ def overridden(span: ReadableSpan, attributes: dict[str, Any]) -> ReadableSpan:
         start_time=span.start_time,
         end_time=span.end_time,
     )
-
-
-def kill(gateway: Gateway) -> None:
-    gateway.process.send_signal(signal.SIGKILL)
-    gateway.process.wait(10)
-    gateway.stop()
 
 
 def test_an_eval_gateway_killed_while_its_applied_samples_post_awaits_its_answer_stores_each_row_once(

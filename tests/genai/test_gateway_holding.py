@@ -26,7 +26,8 @@ from opentelemetry.trace import Tracer
 from prime_otel import _conventions as conv
 from prime_otel.gateway._genai import MAX_TRACES
 from prime_otel.testing import LocalPlatform
-from tests.gateway._gateway import Gateway, create_run, wait_for
+from tests._waiting import wait_for
+from tests.gateway._gateway import Gateway, create_run
 from tests.gateway._producer import end_marker, step_metrics
 from tests.genai._spans import agent, chat, reward, text
 
