@@ -535,10 +535,12 @@ class RunSpool:
                 return
             segments = sorted((int(path.stem[len(SEGMENT_PREFIX) :]), path) for path in self._segment_sizes)
             for position, (start, path) in enumerate(segments):
-                if path == self._segment:
-                    break  # the one being appended to, and any after it, stay
-                stop = segments[position + 1][0] if position + 1 < len(segments) else self._next_seq
-                if not all(_settled(ledger, start, stop) for ledger in ledgers if ledger is not None):
+                last = position + 1 == len(segments)
+                stop = self._next_seq if last else segments[position + 1][0]
+                settled = all(_settled(ledger, start, stop) for ledger in ledgers if ledger is not None)
+                if path == self._segment and not (last and settled and self._bytes >= self.max_bytes):
+                    break  # the one being appended to stays, unless it alone holds a full spool's settled records
+                if not settled:
                     continue
                 try:
                     path.unlink()
@@ -548,6 +550,10 @@ class RunSpool:
                     _logger.warning("could not free the delivered spool segment %s: %s", path, exc)
                     continue
                 self._bytes -= self._segment_sizes.pop(path)
+                if path == self._segment:
+                    # A batch larger than the bound can fill the spool from one segment: once it is settled, the
+                    # next append starts a new one instead of the spool staying full for good.
+                    self._segment, self._segment_bytes = None, 0
 
     def discard_if_delivered(self) -> bool:
         """At the end of a run: when every sink delivered every logged record (nothing pending, failed, possibly

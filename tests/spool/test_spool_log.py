@@ -53,3 +53,23 @@ def test_a_write_cut_short_by_a_crash_leaves_its_unattempted_records_pending_and
     again = RunSpool(tmp_path)
     again.recover(["rft_samples"])
     assert (list(again.sink("rft_samples").missing), list(again.sink("rft_samples").pending)) == (second, never)
+
+
+def test_a_spool_filled_by_one_batch_larger_than_its_bound_takes_records_again_once_that_batch_is_delivered(
+    tmp_path: Path,
+) -> None:
+    """One batch bigger than the whole bound fills the spool from the segment it is still appending to; once every
+    sink settled that batch, the segment is freed and new records are kept again (the spool does not stay full for
+    good), and a spool opened on the folder afterwards reads only the new records."""
+    spool = RunSpool(tmp_path, sinks=["traces"], max_bytes=4096)
+    big = [json.dumps({"id": f"big-{i}", "padding": "x" * 1000}).encode() for i in range(8)]
+    seqs = spool.append("episode", big)
+    assert seqs is not None
+    assert spool.append("episode", [b'{"id":"refused"}']) is None  # full
+    spool.settle("traces", seqs)
+    spool.save()
+    kept = spool.append("episode", [b'{"id":"after"}'])
+    assert kept is not None
+    assert sum(path.stat().st_size for path in spool.folder.glob("log-*.jsonl")) < 4096
+    reopened = RunSpool(tmp_path, sinks=["traces"])
+    assert _records(reopened, [*seqs, *kept]) == {kept[0]: {"id": "after"}}
