@@ -169,7 +169,8 @@ class SinkLedger:
     in flight are pending). ``failed`` counts records the platform rejected for good (settled, never replayed).
 
     For a sink that numbers its rows (``ROW_NUMBERING``): ``rows`` holds what it made of each record of the batch
-    being written (numbers and row keys), ``counters`` the last number each counter gave, and ``inflight_at`` the
+    being written (numbers and row keys, or the step object carrying it), ``counters`` the last number each counter
+    gave (a training step's last sample id range), and ``inflight_at`` the
     wall-clock time the marker last went out; ``missing_reasons`` says why records are possibly missing (reason ->
     records), when it is known."""
 
