@@ -44,14 +44,10 @@ class InFlightStepObjects:
                 why = failure_reason(outcome.error) if outcome.error else "no answer"
                 reason = f"{CONFIRM_UNREPEATABLE} ({why})"
                 undecided.setdefault(reason, []).extend(seqs)
-        if not stored and not absent and not undecided:
-            return InFlightOutcome()
-        reasons = list(undecided.items()) or [("", [])]
-        for index, (reason, seqs) in enumerate(reasons):
-            first = index == 0
-            self._spool.resolve_in_flight(
-                name, stored=stored if first else [], absent=absent if first else [], undecided=seqs, reason=reason
-            )
+        if stored or absent:
+            self._spool.resolve_in_flight(name, stored=stored, absent=absent, undecided=[], reason="")
+        for reason, seqs in undecided.items():
+            self._spool.resolve_in_flight(name, stored=[], absent=[], undecided=seqs, reason=reason)
         missing = sum(len(seqs) for seqs in undecided.values())
         if missing:
             _logger.warning(
