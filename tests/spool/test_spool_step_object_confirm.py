@@ -41,9 +41,15 @@ from tests._fixtures import load_records
 fixtures = load_records("train")
 
 
+logged = {{}}
+
+
 def step_episodes(step):
+    # The next {PER_STEP} episodes of the step: a step logged again gets new ones.
     made = []
-    for index in range({PER_STEP}):
+    first = logged.get(step, 0)
+    logged[step] = first + {PER_STEP}
+    for index in range(first, first + {PER_STEP}):
         record = copy.deepcopy(fixtures[index % len(fixtures)])
         record["id"] = f"{{os.environ['TAG']}}ep{{step:03d}}{{index:03d}}"
         for position, trace in enumerate(record["traces"]):
@@ -55,9 +61,8 @@ def step_episodes(step):
 
 run = po.init(kind="train", name="held-step", model="m", environments=["gsm8k"], samples_step_interval=1)
 announce(run)
-for step in range(1, {STEPS} + 1):
-    if sys.stdin.readline().strip() == "stop":
-        break
+for step in json.loads(os.environ.get("STEPS_LOGGED", "[1, 2, 3]")):
+    sys.stdin.readline()
     run.log_episodes(step_episodes(step))
     say("LOGGED", step)
 sys.stdin.readline()
@@ -151,11 +156,14 @@ def kill_with_second_step_held(
     hold: Callable[[], None],
     held: Callable[[Path], bool],
     third_step: bool = True,
+    steps_logged: str = "[1, 2, 3]",
 ) -> tuple[str, Path]:
     """Step 1 is delivered; ``hold`` sets up how the platform holds step 2's upload and ``held(folder)`` says it is
     held; step 3 is logged (when ``third_step``) while step 2 waits; then the producer is SIGKILLed."""
     runs = producer.workdir / "runs"
-    running: Running = producer.start(PRODUCER, PRIME_RUNS_DIR=str(runs), PRIME_TEAM_ID=TEAM, TAG=tag)
+    running: Running = producer.start(
+        PRODUCER, PRIME_RUNS_DIR=str(runs), PRIME_TEAM_ID=TEAM, TAG=tag, STEPS_LOGGED=steps_logged
+    )
     run_id = str(running.wait_for("RUN"))
     folder = runs / run_id
     running.tell()
@@ -308,3 +316,26 @@ def test_a_confirm_no_answer_settles_leaves_the_step_possibly_missing_with_the_r
     assert again == 2 and f"{PER_STEP} records may be missing" in output, output
     assert object_puts(platform, run_id) == puts_before
     assert stored(platform, run_id) == every_step_once("unknown-", steps=2)  # the held confirm did register it
+
+
+def test_a_step_logged_again_after_its_object_was_registered_gets_a_fresh_sample_id_range_from_sync(
+    platform: LocalPlatform, producer: Producer, in_process: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Step 1 is logged twice: its first object is registered, and the producer dies while the second is uploaded.
+    Sync uploads the second call's episodes as a new object of step 1, numbered in a sample id range after the one
+    the registered object used, so no ``(step, sample_id)`` appears twice."""
+    run_id, folder = kill_with_second_step_held(
+        platform,
+        producer,
+        "again-",
+        hold=lambda: platform.inspect.add_fault(method="PUT", path=OBJECTS, action="hold_after", delay_s=HOLD_SECONDS),
+        held=lambda _: faulted(platform, "PUT", "/_objects/"),
+        third_step=False,
+        steps_logged="[1, 1]",
+    )
+
+    returncode, output = sync(folder, capsys)
+
+    assert returncode == 0, output
+    expected = sorted(f"again-ep001{index:03d}" for index in range(2 * PER_STEP))
+    assert stored(platform, run_id) == {1: (2, expected)}  # and every sample id once (``stored`` checks)
