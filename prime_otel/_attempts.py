@@ -40,11 +40,16 @@ REQUEST_PROGRESS: ContextVar[RequestProgress | None] = ContextVar("prime_otel_re
 class NumberedRows:
     """The rows a sink that numbers them (the eval sample table: rollouts per example) made of one record: the
     counter that numbered them (its key as JSON text; None for rows the producer numbered), the number they took
-    (None likewise), and each row's ``(sample_id, rollout_number)`` key (None for a row without one)."""
+    (None likewise), and each row's ``(sample_id, rollout_number)`` key (None for a row without one).
+
+    A sink that stores a record's rows in an object it registers afterwards (a training step object) names it in
+    ``step_object``, ``(step, object key)``, so that after a crash the key can be confirmed again instead of
+    uploading a second object; its counter is then the step's sample id range (the number being the range used)."""
 
     counter: str | None
     number: int | None
     keys: Sequence[tuple[str, str] | None]
+    step_object: tuple[int, str] | None = None
 
 
 class RowNumbering(Protocol):

@@ -12,11 +12,12 @@ import logging
 import random
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from .._attempts import REQUEST_PROGRESS, RequestProgress
+from .._attempts import REQUEST_PROGRESS, ROW_NUMBERING, NumberedRows, RequestProgress
 from .._sink import SinkWriteError
 from ..client import ObjectStorage, TrainingRunsAPI
 from ..errors import failure_reason, is_ambiguous, is_permanent, is_record_rejection
@@ -31,6 +32,33 @@ _CHILD_RANGES = (2**20, 2**21)
 DEFAULT_STEP_INTERVAL = 10
 #: Why a training episode whose dispatch step is no step (``records.step_number``) is counted failed.
 IMPOSSIBLE_STEP = "training step outside 0 .. 2**53 - 1"
+#: The counter, in a ledger's ``counters``, of a step's sample id ranges (its number: the last range used).
+RANGE_COUNTER = "range:"
+
+
+@dataclass(frozen=True)
+class ConfirmedAgain:
+    """What confirming again the key of a step object whose confirm may have been applied proved: ``registered``
+    True (the object counts, once: confirming a key twice registers it once), False (the platform refused the key,
+    so the object was never registered: its records are sent anew, as a fresh object) or None (nothing is proven;
+    ``error`` says why, and the records are possibly missing, never sent again)."""
+
+    registered: bool | None
+    error: BaseException | None = None
+
+
+def confirm_again(api: TrainingRunsAPI, run_id: str, step: int, key: str) -> ConfirmedAgain:
+    """The one rule for a step object whose confirm was in flight when its sender died (see :class:`ConfirmedAgain`).
+    A key whose upload never completed is refused too: an unfinished PUT stores nothing a confirm could register."""
+    try:
+        api.confirm(run_id, step, key)
+    except Exception as exc:
+        if is_record_rejection(exc):
+            _logger.info("step %d's object %s was never registered; its records are sent anew", step, key)
+            return ConfirmedAgain(False, exc)
+        _logger.warning("step %d's object %s cannot be confirmed again: %s", step, key, failure_reason(exc))
+        return ConfirmedAgain(None, exc)
+    return ConfirmedAgain(True)
 
 
 class RftSamplesSink(RecordSink):
@@ -149,13 +177,21 @@ class RftSamplesSink(RecordSink):
     def _upload_step(
         self, step: int, episodes: list[Any], positions: list[int], progress: RequestProgress | None
     ) -> None:
-        offset = self._next_range(step) * SAMPLE_ID_RANGE
-        payload = self._parquet(episodes, step, offset)
+        forked = self._forked
+        id_range = self._next_range(step)
+        payload = self._parquet(episodes, step, id_range * SAMPLE_ID_RANGE)
         if payload is None:
             self._count(skipped=len(episodes))
             return
         url, key = self._api.presign(self._run_id, step)
         self._storage.put(url, payload)
+        numbering = ROW_NUMBERING.get()
+        if numbering is not None:
+            # Durable with the in-flight marker, before the confirm: after a crash the key is confirmed again, and
+            # a fresh object of the step takes a range after this one (a forked child's ranges are drawn at random).
+            counter = None if forked else f"{RANGE_COUNTER}{step}"
+            made = NumberedRows(counter, None if forked else id_range, (), (step, str(key)))
+            numbering.numbered(dict.fromkeys(positions, made))
         if progress is not None:
             progress.carrying(positions)  # the confirm is what makes the object count
         try:
@@ -168,6 +204,22 @@ class RftSamplesSink(RecordSink):
             progress.delivered(positions)
         self.steps_written += 1
         self._count(delivered=len(episodes), requests=3, sent_bytes=len(payload))
+
+    def confirm_again(self, step: int, key: str) -> ConfirmedAgain:
+        """Confirm again the object ``key`` of ``step``, whose confirm was in flight when its sender died."""
+        outcome = confirm_again(self._api, self._run_id, step, key)
+        self._count(requests=1)
+        if outcome.registered:
+            self.steps_written += 1
+        return outcome
+
+    def continue_ranges(self, counters: Mapping[str, int]) -> None:
+        """Number each step's next objects after the sample id ranges ``counters`` says were used (a ledger's
+        counters; other keys are ignored), so that no object of a run this sink takes over is duplicated."""
+        for text, last in counters.items():
+            if text.startswith(RANGE_COUNTER):
+                step = int(text[len(RANGE_COUNTER) :])
+                self._ranges[step] = max(self._ranges[step], int(last) + 1)
 
     def _next_range(self, step: int) -> int:
         if self._forked:

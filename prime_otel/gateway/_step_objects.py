@@ -10,7 +10,6 @@ counted, not sent.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -18,13 +17,10 @@ from typing import Any
 from .._attempts import REQUEST_PROGRESS
 from .._sink import SinkWriteError
 from ..client import ObjectStorage, PlatformHTTP, TrainingRunsAPI
-from ..errors import failure_reason, is_record_rejection
 from ..exporters.rft_samples import RftSampleRowsSink
 from ._intents import RequestIntents, SinkIntents
 from ._spans import GatewayRecordSpan
 from ._state import DELIVERED, FAILED, RELEASED, SENDING, Intent
-
-_logger = logging.getLogger(__name__)
 
 _RANGE = "range:"
 #: Why a record counts failed when its step object's confirm, in flight at a restart, cannot be confirmed again.
@@ -157,23 +153,12 @@ class StepObjectsSink(RftSampleRowsSink):
 
     def _confirm_again(self, step: int, key: str) -> Intent:
         detail = {"step": step, "key": key}
-        try:
-            self._confirms.confirm(self._run_id, step, key)
-        except Exception as exc:
-            if is_record_rejection(exc):
-                _logger.info("step %d's object %s was not registered before the restart; sent anew", step, key)
-                return Intent(RELEASED, detail, time.time())
-            _logger.warning(
-                "step %d's object %s may be registered (its confirm was in flight at a restart) and cannot be "
-                "confirmed again (%s); its records are counted as possibly missing",
-                step,
-                key,
-                failure_reason(exc),
-            )
-            return Intent(FAILED, {**detail, "reason": POSSIBLY_REGISTERED}, time.time())
-        self.steps_written += 1
-        self._count(requests=1)
-        return Intent(DELIVERED, detail, time.time())
+        outcome = self.confirm_again(step, key)
+        if outcome.registered:
+            return Intent(DELIVERED, detail, time.time())
+        if outcome.registered is False:
+            return Intent(RELEASED, detail, time.time())
+        return Intent(FAILED, {**detail, "reason": POSSIBLY_REGISTERED}, time.time())
 
 
 def _seq(item: Any) -> int | None:

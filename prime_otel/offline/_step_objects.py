@@ -4,7 +4,8 @@ A live run sends one object per ``samples_step_interval``-th dispatch step (pres
 the confirm makes an object count. A sync builds each sampled step's object from every episode of that step in
 ``episodes.jsonl`` and records the object's key in its ledger before the confirm. Confirming one key twice
 registers it once, so a sync interrupted anywhere resumes by confirming the recorded key again, never by
-uploading a second object for the step.
+uploading a second object for the step (``rft_samples.confirm_again``: a key the platform refuses was never
+registered, and the step is uploaded afresh).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any, Protocol
 from ..client import ObjectStorage, TrainingRunsAPI
 from ..errors import failure_reason, is_record_rejection
 from ..exporters._parquet_rows import episodes_to_parquet_bytes, parquet_available
-from ..exporters.rft_samples import training_step
+from ..exporters.rft_samples import confirm_again, training_step
 
 _logger = logging.getLogger("prime_otel")
 
@@ -72,11 +73,14 @@ class StepObjectUploader:
             entry = self._ledger.steps.get(str(step), {})
             if entry.get("confirmed") or entry.get("refused"):
                 continue
-            key = entry.get("key")
+            recorded = entry.get("key")
+            if recorded is not None and self._confirmed_again(step, str(recorded), len(episodes)):
+                on_step()
+                continue
+            # Nothing recorded, or the platform refused the recorded key (never registered): upload afresh.
+            key = self._put(step, episodes)
             if key is None:
-                key = self._put(step, episodes)
-                if key is None:
-                    continue
+                continue
             self.requests += 1
             try:
                 self._api.confirm(self._run_id, step, key)
@@ -85,11 +89,26 @@ class StepObjectUploader:
                     raise  # the key stays recorded: the next sync confirms it again
                 self._refuse(step, len(episodes), exc)
                 continue
-            self._ledger.steps[str(step)] = {"key": key, "confirmed": True, "episodes": len(episodes)}
-            self._ledger.delivered[self.sink] = self._ledger.delivered.get(self.sink, 0) + len(episodes)
-            self.confirmed += len(episodes)
-            self._save()
+            self._delivered(step, key, len(episodes))
             on_step()
+
+    def _confirmed_again(self, step: int, key: str, episodes: int) -> bool:
+        """A key an earlier sync recorded, confirmed again by the rule a spool sync and the gateway use: whether
+        it is registered now (False: refused, never registered). Undecided, the sync stops with the key kept."""
+        self.requests += 1
+        outcome = confirm_again(self._api, self._run_id, step, key)
+        if outcome.registered is None:
+            assert outcome.error is not None
+            raise outcome.error  # the key stays recorded: the next sync confirms it again
+        if outcome.registered:
+            self._delivered(step, key, episodes)
+        return outcome.registered
+
+    def _delivered(self, step: int, key: str, episodes: int) -> None:
+        self._ledger.steps[str(step)] = {"key": key, "confirmed": True, "episodes": episodes}
+        self._ledger.delivered[self.sink] = self._ledger.delivered.get(self.sink, 0) + episodes
+        self.confirmed += episodes
+        self._save()
 
     def _put(self, step: int, episodes: list[Mapping[str, Any]]) -> str | None:
         """Upload the step's object; its key, recorded before the confirm (None when the step has no row)."""

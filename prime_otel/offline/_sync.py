@@ -45,7 +45,7 @@ from ..client import (
 from ..client._urls import normalize_traces_url
 from ..errors import ConfigurationError, ForbiddenError, PrimeRunsError, is_ambiguous
 from ..exporters.eval_samples import EvalSamplesSink
-from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL
+from ..exporters.rft_samples import DEFAULT_STEP_INTERVAL, RftSamplesSink
 from ..exporters.traces import upload_context
 from ..processors._spool import RunSpool, SpooledRecord
 from ..projection import ENVELOPE_BYTES, MAX_SAMPLES_PAYLOAD_BYTES, EncodedSample, pack_sample_requests
@@ -55,6 +55,7 @@ from ._progress import SyncProgress, interrupted_line
 from ._run_document import RunDocument
 from ._sample_upload import SampleRequest, SampleUploader, row_key
 from ._spool_in_flight import InFlightOutcome, InFlightSamples
+from ._spool_step_objects import InFlightStepObjects
 from ._step_objects import StepEpisodes, StepObjectUploader
 from ._writer import EPISODES_FILE, METRICS_FILE, RUN_FILE, SAMPLES_FILE, TRACES_FILE
 
@@ -675,13 +676,17 @@ def _open_spools(folder: Path) -> list[RunSpool]:
 
 
 def _settle_in_flight_samples(spool: RunSpool, sinks: list[Sink]) -> dict[str, InFlightOutcome]:
-    """Before the spool is recovered: the sample request in flight when the producer died, read back; the sink
-    then numbers what it replays after the rollouts the run gave out."""
+    """Before the spool is recovered: the sample request in flight when the producer died, read back (a step
+    object's confirm: confirmed again); the sink then numbers what it replays after the rollouts (sample id
+    ranges) the run gave out."""
     outcomes: dict[str, InFlightOutcome] = {}
     for sink in sinks:
         if isinstance(sink, EvalSamplesSink):
             outcomes[sink.name] = InFlightSamples(spool, sink).settle()
             sink.continue_numbering(spool.sink(sink.name).counters)
+        elif isinstance(sink, RftSamplesSink):
+            outcomes[sink.name] = InFlightStepObjects(spool, sink).settle()
+            sink.continue_ranges(spool.sink(sink.name).counters)
     return outcomes
 
 

@@ -169,7 +169,8 @@ class SinkLedger:
     in flight are pending). ``failed`` counts records the platform rejected for good (settled, never replayed).
 
     For a sink that numbers its rows (``ROW_NUMBERING``): ``rows`` holds what it made of each record of the batch
-    being written (numbers and row keys), ``counters`` the last number each counter gave, and ``inflight_at`` the
+    being written (numbers and row keys, or the step object carrying it), ``counters`` the last number each counter
+    gave (a training step's last sample id range), and ``inflight_at`` the
     wall-clock time the marker last went out; ``missing_reasons`` says why records are possibly missing (reason ->
     records), when it is known."""
 
@@ -209,6 +210,7 @@ class SinkLedger:
                     "counter": made.counter,
                     "number": made.number,
                     "keys": [list(k) if k else None for k in made.keys],
+                    **({"object": list(made.step_object)} if made.step_object else {}),
                 }
                 for seq, made in self.rows.items()
             }
@@ -235,6 +237,7 @@ class SinkLedger:
                     made.get("counter"),
                     None if made.get("number") is None else int(made["number"]),
                     [(str(k[0]), str(k[1])) if k else None for k in made.get("keys", [])],
+                    (int(made["object"][0]), str(made["object"][1])) if made.get("object") else None,
                 )
                 for seq, made in data.get("rows", {}).items()
             },
@@ -721,6 +724,18 @@ class RunSpool:
         ledger = self.sink(name)
         with self._lock:
             return {seq: ledger.rows[seq] for seq in ledger.inflight if seq in ledger.rows and ledger.rows[seq].keys}
+
+    def objects_in_flight(self, name: str) -> dict[tuple[int, str], list[int]]:
+        """After the producer died, before :meth:`recover`: the step objects whose confirm was in flight, as
+        ``(step, key)`` -> the records each carries."""
+        ledger = self.sink(name)
+        objects: dict[tuple[int, str], list[int]] = {}
+        with self._lock:
+            for seq in ledger.inflight:
+                made = ledger.rows.get(seq)
+                if made is not None and made.step_object is not None:
+                    objects.setdefault(made.step_object, []).append(seq)
+        return objects
 
     def resolve_in_flight(
         self, name: str, *, stored: Iterable[int], absent: Iterable[int], undecided: Iterable[int], reason: str
