@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ import pytest
 from prime_otel.cli import main
 from prime_otel.exporters.rft_samples import SAMPLE_ID_RANGE
 from prime_otel.testing import LocalPlatform, start_local_platform
+from tests._waiting import wait_for
 from tests.lifecycle._producer import Producer, Running
 
 WAIT_SECONDS = 60.0
@@ -93,14 +93,6 @@ def in_process(platform: LocalPlatform, tmp_path: Path, monkeypatch: pytest.Monk
         monkeypatch.setenv(name, value)
 
 
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def sink_ledger(folder: Path) -> dict[str, Any]:
     try:
         document = json.loads((folder / "spool-records" / "ledger.json").read_text())
@@ -167,13 +159,13 @@ def kill_with_second_step_held(
     run_id = str(running.wait_for("RUN"))
     folder = runs / run_id
     running.tell()
-    wait_until(lambda: [entry["step"] for entry in platform.inspect.steps(run_id)] == [1], "step 1's object")
+    wait_for(lambda: [entry["step"] for entry in platform.inspect.steps(run_id)] == [1], "step 1's object")
     hold()
     running.tell()
-    wait_until(lambda: held(folder), "step 2's upload held")
+    wait_for(lambda: held(folder), "step 2's upload held")
     if third_step:
         running.tell()
-        wait_until(lambda: spooled_lines(folder) == STEPS * PER_STEP, "step 3 in the spool")
+        wait_for(lambda: spooled_lines(folder) == STEPS * PER_STEP, "step 3 in the spool")
     running.send_signal(signal.SIGKILL)
     outcome = running.finish()
     assert outcome.returncode == -signal.SIGKILL, outcome.describe()
