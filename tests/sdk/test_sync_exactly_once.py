@@ -26,6 +26,7 @@ from prime_otel.cli import main
 from prime_otel.offline import _progress
 from prime_otel.testing import LocalPlatform, start_local_platform
 from tests._fixtures import fresh_records
+from tests._platform import isolate_sdk
 from tests._waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,13 +46,7 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPlatform
 @pytest.fixture
 def runs_dir(platform: LocalPlatform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Runs and syncs of this test point at the module's platform and write under the test's directory."""
-    for name in [name for name in os.environ if name.startswith("PRIME_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("PRIME_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setenv("PRIME_TEAM_ID", TEAM)
-    for name, value in platform.env.items():
-        monkeypatch.setenv(name, value)
+    isolate_sdk(platform, monkeypatch, tmp_path / "home", tmp_path / "runs", team=TEAM)
     yield tmp_path / "runs"
     platform.inspect.clear_faults()
 

@@ -7,7 +7,6 @@ platform once. Syncs run the ``prime-otel`` command's entry point against the lo
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import prime_otel as po
 from prime_otel.cli import main
 from prime_otel.testing import LocalPlatform, start_local_platform
 from tests._fixtures import fresh_records
+from tests._platform import isolate_sdk
 
 TEAM = "team_key_again"
 CONFIRM = "/api/v1/rft/samples/confirm"
@@ -31,13 +31,7 @@ def platform(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalPlatform
 
 @pytest.fixture(autouse=True)
 def runs_dir(platform: LocalPlatform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in [name for name in os.environ if name.startswith("PRIME_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("PRIME_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setenv("PRIME_TEAM_ID", TEAM)
-    for name, value in platform.env.items():
-        monkeypatch.setenv(name, value)
+    isolate_sdk(platform, monkeypatch, tmp_path / "home", tmp_path / "runs", team=TEAM)
     yield
     platform.inspect.clear_faults()
 

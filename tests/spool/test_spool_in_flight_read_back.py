@@ -11,7 +11,6 @@ the spool behind it, and the producer is killed then. A sync runs the ``prime-ot
 from __future__ import annotations
 
 import json
-import os
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ import prime_otel as po
 from prime_otel.cli import main
 from prime_otel.testing import LocalPlatform, start_local_platform
 from tests._fixtures import numbered_record
+from tests._platform import isolate_sdk
 from tests._waiting import wait_for
 from tests.lifecycle._producer import Producer, Running
 
@@ -64,12 +64,7 @@ def producer(platform: LocalPlatform, tmp_path: Path) -> Iterator[Producer]:
 @pytest.fixture
 def in_process(platform: LocalPlatform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """This process's runs and syncs write under the test's directory and talk to ``platform`` only."""
-    for name in [name for name in os.environ if name.startswith("PRIME_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("PRIME_RUNS_DIR", str(tmp_path / "in-process-runs"))
-    for name, value in platform.env.items():
-        monkeypatch.setenv(name, value)
+    isolate_sdk(platform, monkeypatch, tmp_path / "home", tmp_path / "in-process-runs")
 
 
 def sink_ledger(folder: Path) -> dict[str, Any]:

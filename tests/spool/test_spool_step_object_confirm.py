@@ -13,7 +13,6 @@ producer is killed then. A sync runs the ``prime-otel`` command's entry point.
 from __future__ import annotations
 
 import json
-import os
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ import pytest
 from prime_otel.cli import main
 from prime_otel.exporters.rft_samples import SAMPLE_ID_RANGE
 from prime_otel.testing import LocalPlatform, start_local_platform
+from tests._platform import isolate_sdk
 from tests._waiting import wait_for
 from tests.lifecycle._producer import Producer, Running
 
@@ -84,13 +84,7 @@ def producer(platform: LocalPlatform, tmp_path: Path) -> Iterator[Producer]:
 @pytest.fixture
 def in_process(platform: LocalPlatform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """This process's syncs write under the test's directory and talk to ``platform`` only."""
-    for name in [name for name in os.environ if name.startswith("PRIME_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("PRIME_RUNS_DIR", str(tmp_path / "in-process-runs"))
-    monkeypatch.setenv("PRIME_TEAM_ID", TEAM)
-    for name, value in platform.env.items():
-        monkeypatch.setenv(name, value)
+    isolate_sdk(platform, monkeypatch, tmp_path / "home", tmp_path / "in-process-runs", team=TEAM)
 
 
 def sink_ledger(folder: Path) -> dict[str, Any]:
