@@ -10,7 +10,6 @@ the spool behind it, and the producer is killed then. A sync runs the ``prime-ot
 
 from __future__ import annotations
 
-import json
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ from tests._fixtures import numbered_record
 from tests._platform import isolate_sdk
 from tests._waiting import wait_for
 from tests.lifecycle._producer import Producer, Running
+from tests.spool._ledger import in_flight, spooled_lines
 
 WAIT_SECONDS = 60.0
 HOLD_SECONDS = 60.0  # the held answer outlasts the test: the producer dies waiting for it
@@ -65,22 +65,6 @@ def producer(platform: LocalPlatform, tmp_path: Path) -> Iterator[Producer]:
 def in_process(platform: LocalPlatform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """This process's runs and syncs write under the test's directory and talk to ``platform`` only."""
     isolate_sdk(platform, monkeypatch, tmp_path / "home", tmp_path / "in-process-runs")
-
-
-def sink_ledger(folder: Path) -> dict[str, Any]:
-    try:
-        document = json.loads((folder / "spool-records" / "ledger.json").read_text())
-    except (FileNotFoundError, ValueError):
-        return {}
-    return dict(document.get("sinks", {}).get("eval_samples", {}))
-
-
-def in_flight(folder: Path) -> int:
-    return sum(stop - start for start, stop in sink_ledger(folder).get("inflight", []))
-
-
-def spooled_lines(folder: Path) -> int:
-    return sum(path.read_bytes().count(b"\n") for path in (folder / "spool-records").glob("log-*.jsonl"))
 
 
 def sample_posts(platform: LocalPlatform, run_id: str) -> list[dict[str, Any]]:
@@ -132,7 +116,7 @@ def kill_with_second_batch_held(
     before_second()
     running.tell()
     wait_for(
-        lambda: held_post(platform, run_id) is not None and in_flight(folder) == PER_BATCH,
+        lambda: held_post(platform, run_id) is not None and in_flight(folder, "eval_samples") == PER_BATCH,
         "the second batch's POST held, its records marked in flight",
     )
     running.tell()

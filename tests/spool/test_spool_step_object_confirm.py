@@ -16,7 +16,6 @@ import json
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -26,6 +25,7 @@ from prime_otel.testing import LocalPlatform, start_local_platform
 from tests._platform import isolate_sdk
 from tests._waiting import wait_for
 from tests.lifecycle._producer import Producer, Running
+from tests.spool._ledger import in_flight, spooled_lines
 
 WAIT_SECONDS = 60.0
 HOLD_SECONDS = 60.0  # the held answer (or the retry wait) outlasts the test: the producer dies waiting
@@ -85,22 +85,6 @@ def producer(platform: LocalPlatform, tmp_path: Path) -> Iterator[Producer]:
 def in_process(platform: LocalPlatform, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """This process's syncs write under the test's directory and talk to ``platform`` only."""
     isolate_sdk(platform, monkeypatch, tmp_path / "home", tmp_path / "in-process-runs", team=TEAM)
-
-
-def sink_ledger(folder: Path) -> dict[str, Any]:
-    try:
-        document = json.loads((folder / "spool-records" / "ledger.json").read_text())
-    except (FileNotFoundError, ValueError):
-        return {}
-    return dict(document.get("sinks", {}).get("rft_samples", {}))
-
-
-def in_flight(folder: Path) -> int:
-    return sum(stop - start for start, stop in sink_ledger(folder).get("inflight", []))
-
-
-def spooled_lines(folder: Path) -> int:
-    return sum(path.read_bytes().count(b"\n") for path in (folder / "spool-records").glob("log-*.jsonl"))
 
 
 def faulted(platform: LocalPlatform, method: str, path_part: str) -> bool:
@@ -187,7 +171,7 @@ def confirm_unapplied(platform: LocalPlatform) -> Callable[[], None]:
 
 
 def confirm_in_flight(platform: LocalPlatform) -> Callable[[Path], bool]:
-    return lambda folder: faulted(platform, "POST", CONFIRM) and in_flight(folder) == PER_STEP
+    return lambda folder: faulted(platform, "POST", CONFIRM) and in_flight(folder, "rft_samples") == PER_STEP
 
 
 def test_a_confirm_applied_before_the_kill_is_confirmed_again_and_the_step_is_stored_once(
@@ -224,7 +208,7 @@ def test_a_put_applied_but_unanswered_leaves_no_key_to_confirm_and_the_step_is_s
         hold=lambda: platform.inspect.add_fault(method="PUT", path=OBJECTS, action="hold_after", delay_s=HOLD_SECONDS),
         held=lambda _: faulted(platform, "PUT", "/_objects/"),
     )
-    assert in_flight(folder) == 0
+    assert in_flight(folder, "rft_samples") == 0
     puts_before = object_puts(platform, run_id)
 
     returncode, output = sync(folder, capsys)
