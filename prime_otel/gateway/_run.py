@@ -7,12 +7,10 @@ import dataclasses
 import enum
 import json
 import logging
-import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from typing import Any
 
 from .. import _conventions as conv
@@ -200,8 +198,10 @@ class GatewayRun:
             # The episode span of a trace held lets the trace leave the spool: it is taken past the spool's bound
             # (else spans waiting for their episode span could fill the spool for good), unless spans of its trace
             # sent with it were refused (the trace would be assembled without them).
-            completing = [entry for entry in logged if self._completes_held_trace(entry[1])]
-            others = [entry for entry in logged if not self._completes_held_trace(entry[1])]
+            completing: list[tuple[bytes, GenAISpan, bytes]] = []
+            others: list[tuple[bytes, GenAISpan, bytes]] = []
+            for entry in logged:
+                (completing if self._completes_held_trace(entry[1]) else others).append(entry)
             taken: list[tuple[bytes, GenAISpan, bytes]] = []
             if others:
                 appended = self._spool.append(GENAI_SPAN_KIND, [line for _, _, line in others])
@@ -212,8 +212,7 @@ class GatewayRun:
                 else:
                     taken, seqs = others, appended
             if completing:
-                with self._past_bound():
-                    appended = self._spool.append(GENAI_SPAN_KIND, [line for _, _, line in completing])
+                appended = self._spool.append(GENAI_SPAN_KIND, [line for _, _, line in completing], past_bound=True)
                 if appended is None:
                     outcome.retry = f"run {self.id} could not log {len(completing)} GenAI spans now"
                 else:
@@ -228,23 +227,6 @@ class GatewayRun:
     def _completes_held_trace(self, span: GenAISpan) -> bool:
         return marks_episode(span.name, span.attributes) and self._episodes.holds(span.trace_id)
 
-    @contextmanager
-    def _past_bound(self) -> Iterator[None]:
-        """Appends to the run's spool go past its bound: what replaces spans the spool holds (an episode span that
-        lets its trace be assembled, the episodes assembled), so the spool still holds at most about its bound plus
-        the traces it held when it filled. Appends are made under the run's lock, or while the run closes and
-        takes nothing, so no other append passes with them."""
-        spool = self._spool
-        if spool is None:
-            yield
-            return
-        bound = spool.max_bytes
-        spool.max_bytes = sys.maxsize
-        try:
-            yield
-        finally:
-            spool.max_bytes = bound
-
     def _submit_assembled(self, assemblies: list[Assembly]) -> None:
         """Episodes assembled from GenAI spans join the run's records like received ones (and count as arrived);
         the spans they came from (or of a trace given up) are released from the spool."""
@@ -257,8 +239,9 @@ class GatewayRun:
                 ReceivedRecord(conv.EPISODE_SPAN, compact_json(record).decode("utf-8"), None, now)
                 for _, record in assembly.episodes
             ]
-            with self._past_bound():
-                records = self._spooled(conv.EPISODE_SPAN, received, consumed=assembly.seqs)
+            # Past the spool's bound: the episodes replace the spans the spool holds, so it holds at most about its
+            # bound plus the traces it held when it filled.
+            records = self._spooled(conv.EPISODE_SPAN, received, consumed=assembly.seqs, past_bound=True)
             if records is None:  # the spool keeps nothing more (a disk error)
                 self._release(assembly.seqs)
                 self.invalid["an assembled GenAI episode the run's spool could not log"] += len(received)
@@ -371,11 +354,12 @@ class GatewayRun:
         span_ids: list[bytes] | None = None,
         *,
         consumed: list[int] | None = None,
+        past_bound: bool = False,
     ) -> list[ReceivedRecord] | None:
         """The records with their seqs in the run's spool (logged before the sender is answered); None when the
         spool is full. ``span_ids``: each received record's (a restart replays it only if the database remembers
         it, i.e. its sender was answered); ``consumed``: the seqs of the GenAI spans the records were assembled
-        from."""
+        from; ``past_bound``: logged even when the spool is full (they replace what it holds)."""
         if self._spool is None:
             return records
         wrapped = []
@@ -387,7 +371,7 @@ class GatewayRun:
             if consumed is not None:
                 entry["from"] = consumed
             wrapped.append(compact_json(entry))
-        seqs = self._spool.append(name, wrapped)
+        seqs = self._spool.append(name, wrapped, past_bound=past_bound)
         if seqs is None:
             return None
         return [dataclasses.replace(record, seq=seq) for record, seq in zip(records, seqs, strict=True)]

@@ -416,13 +416,16 @@ class RunSpool:
             self._segment = None
             self._next_seq = max(self._next_seq, int(path.stem[len(SEGMENT_PREFIX) :]) + 1)
 
-    def append(self, kind: str | Sequence[str], encoded_records: Sequence[bytes]) -> list[int] | None:
+    def append(
+        self, kind: str | Sequence[str], encoded_records: Sequence[bytes], *, past_bound: bool = False
+    ) -> list[int] | None:
         """Log records (compact JSON, unstamped) of one kind, or of the kind given for each; their seqs, or None when
-        the spool is full (nothing written)."""
-        if self._bytes >= self.max_bytes and not self._stopped:
+        the spool is full (nothing written). ``past_bound``: logged even when full, for records that replace
+        records the spool holds (the caller keeps what passes this way bounded)."""
+        if self._bytes >= self.max_bytes and not self._stopped and not past_bound:
             self.save_soon()  # frees the segments every sink settled since the last save
         with self._lock:
-            full = self._bytes >= self.max_bytes
+            full = self._bytes >= self.max_bytes and not past_bound
             if full and self.refusal_reason is None:
                 self.refusal_reason = SPOOL_FULL
                 _logger.warning(

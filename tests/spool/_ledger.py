@@ -1,10 +1,15 @@
-"""What a run folder's spool shows on disk while its producer runs (read by tests to time a kill)."""
+"""What a run folder's spool shows on disk while its producer runs (read by tests to time a kill), and the sync a
+test runs on the folder after the kill."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+from prime_otel.cli import main
 
 RECORDS_SPOOL = "spool-records"
 
@@ -26,3 +31,11 @@ def in_flight(folder: Path, sink: str) -> int:
 def spooled_lines(folder: Path) -> int:
     """Records logged in the spool's segments still on disk."""
     return sum(path.read_bytes().count(b"\n") for path in (folder / RECORDS_SPOOL).glob("log-*.jsonl"))
+
+
+def sync(folder: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """``prime-otel sync <folder>`` through the CLI's entry point: its exit code and what it printed."""
+    capsys.readouterr()
+    returncode = main(["sync", str(folder)])
+    captured = capsys.readouterr()
+    return returncode, captured.out + captured.err

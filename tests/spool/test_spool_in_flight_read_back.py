@@ -18,13 +18,12 @@ from typing import Any
 import pytest
 
 import prime_otel as po
-from prime_otel.cli import main
 from prime_otel.testing import LocalPlatform, start_local_platform
 from tests._fixtures import numbered_record
 from tests._platform import isolate_sdk
 from tests._waiting import wait_for
 from tests.lifecycle._producer import Producer, Running
-from tests.spool._ledger import in_flight, spooled_lines
+from tests.spool._ledger import in_flight, spooled_lines, sync
 
 WAIT_SECONDS = 60.0
 HOLD_SECONDS = 60.0  # the held answer outlasts the test: the producer dies waiting for it
@@ -125,13 +124,6 @@ def kill_with_second_batch_held(
     outcome = running.finish()
     assert outcome.returncode == -signal.SIGKILL, outcome.describe()
     return run_id, folder
-
-
-def sync(folder: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    capsys.readouterr()
-    returncode = main(["sync", str(folder)])
-    captured = capsys.readouterr()
-    return returncode, captured.out + captured.err
 
 
 def hold_applied(platform: LocalPlatform) -> Callable[[], None]:

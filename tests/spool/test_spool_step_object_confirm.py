@@ -19,13 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from prime_otel.cli import main
 from prime_otel.exporters.rft_samples import SAMPLE_ID_RANGE
 from prime_otel.testing import LocalPlatform, start_local_platform
 from tests._platform import isolate_sdk
 from tests._waiting import wait_for
 from tests.lifecycle._producer import Producer, Running
-from tests.spool._ledger import in_flight, spooled_lines
+from tests.spool._ledger import in_flight, spooled_lines, sync
 
 WAIT_SECONDS = 60.0
 HOLD_SECONDS = 60.0  # the held answer (or the retry wait) outlasts the test: the producer dies waiting
@@ -149,13 +148,6 @@ def kill_with_second_step_held(
     assert outcome.returncode == -signal.SIGKILL, outcome.describe()
     platform.inspect.clear_faults()
     return run_id, folder
-
-
-def sync(folder: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    capsys.readouterr()
-    returncode = main(["sync", str(folder)])
-    captured = capsys.readouterr()
-    return returncode, captured.out + captured.err
 
 
 def hold_confirm_applied(platform: LocalPlatform) -> Callable[[], None]:
